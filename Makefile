@@ -1,0 +1,51 @@
+# kmirror: every entry point installs what it needs first (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# ansible-core (deployment) needs Python >= 3.12 on the controller; the worker itself supports 3.11+.
+PYTHON ?= $(firstword $(wildcard /root/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.12 2>/dev/null) python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help install demo test unit integration lint docs bench clean
+
+help:
+	@echo "make demo   - mirror embedded source clusters into an embedded target and show it caught up"
+	@echo "make test   - linters, unit and integration tests against real embedded brokers"
+	@echo "make bench  - throughput benchmark, written to docs/benchmarks.md"
+	@echo "make docs   - regenerate the generated docs (config key table)"
+
+$(STAMP): worker/pyproject.toml requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e 'worker[embedded]' -r requirements-dev.txt
+	touch $@
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python demo/demo.py
+
+lint: install
+	$(BIN)/ruff check worker demo bench
+	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
+		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
+
+unit: install
+	$(BIN)/pytest -q worker/tests/unit
+
+integration: install
+	$(BIN)/pytest -q worker/tests/integration
+
+test: install lint
+	$(BIN)/pytest -q worker/tests
+
+docs: install
+	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md
+
+bench: install
+	$(BIN)/python bench/throughput.py --write docs/benchmarks.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from kmirror.cli import main
+
+sys.exit(main())

@@ -1,0 +1,344 @@
+"""The ``kmirror`` command: thin; parses options, calls the modules, maps errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from kmirror import __version__, safety, translation
+from kmirror.config import ClientConfig, load_client_config
+from kmirror.errors import ConfigError, KmirrorError
+from kmirror.plan import DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
+
+EXIT_UNSAFE = 1
+
+RUN_DESCRIPTION = """\
+Mirror topics from one or more source clusters to a target cluster, losing nothing.
+Takes kafka.tools.MirrorMaker's options and its consumer/producer properties files (Java and legacy
+keys are translated; see docs/config-translation.md). Offsets are committed only for records the target
+acknowledged; a record the target refuses stops the mirror (exit 3) without committing past it.
+SIGTERM/SIGINT: flush, commit, exit 0."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "yes", "1"):
+        return True
+    if v in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _add_sources(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument(
+        "--consumer.config",
+        dest="consumer_configs",
+        action="append",
+        default=[],
+        metavar="FILE",
+        required=required,
+        help="consumer properties of a source cluster; repeat once per source cluster",
+    )
+    p.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        required=required,
+        help="producer properties of the target cluster",
+    )
+    p.add_argument(
+        "--whitelist",
+        "--include",
+        dest="include",
+        metavar="REGEX",
+        help="Java regex of topics to mirror, matched against the whole name; ',' means '|'",
+    )
+    p.add_argument(
+        "--blacklist",
+        "--exclude",
+        dest="exclude",
+        metavar="REGEX",
+        help="Java regex of topics not to mirror (may be combined with --whitelist); internal "
+        "topics (__*) are never mirrored",
+    )
+    p.add_argument(
+        "--allow.unsafe",
+        dest="allow_unsafe",
+        action="store_true",
+        help="run even with settings that can lose records (acks=1, auto-commit, ...)",
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    top = _Parser(
+        prog="kmirror", description="kmirror: a drop-in MirrorMaker that loses nothing.", allow_abbrev=False
+    )
+    top.add_argument("--version", action="version", version=f"kmirror {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser(
+        "run",
+        help="mirror topics (MirrorMaker's options)",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    _add_sources(run, required=True)
+    run.add_argument(
+        "--num.streams",
+        dest="num_streams",
+        type=int,
+        metavar="N",
+        help="consumer streams (processes) per source cluster; default: one per CPU core",
+    )
+    run.add_argument(
+        "--num.producers",
+        dest="num_producers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="producers per stream; a source partition always uses the same one (default 1)",
+    )
+    run.add_argument(
+        "--queue.size",
+        dest="queue_size",
+        type=int,
+        metavar="N",
+        help=f"records buffered between consumer and target per stream; reading blocks when full "
+        f"(default {DEFAULT_QUEUE_SIZE}, or queue.buffering.max.messages from the producer file)",
+    )
+    run.add_argument(
+        "--offset.commit.interval.ms",
+        dest="commit_ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="flush and commit every MS milliseconds (default 60000)",
+    )
+    run.add_argument(
+        "--abort.on.send.failure",
+        "--abort.on.send.fail",
+        dest="abort",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="stop when a record cannot be delivered (default true; false needs --allow.unsafe)",
+    )
+    run.add_argument(
+        "--abortOnSendFail", dest="abort", action="store_const", const=True, help=argparse.SUPPRESS
+    )
+    run.add_argument(
+        "--new.consumer",
+        dest="new_consumer",
+        action="store_true",
+        help="accepted for compatibility; kmirror always uses the broker-coordinated consumer",
+    )
+    for java_only in (
+        "--message.handler",
+        "--message.handler.args",
+        "--consumer.rebalance.listener",
+        "--rebalance.listener.args",
+    ):
+        run.add_argument(
+            java_only, dest="java_only", action="append", metavar="CLASS", help=argparse.SUPPRESS
+        )
+    run.add_argument(
+        "--topic.refresh.interval.ms",
+        dest="refresh_ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="how often new source topics are looked for (default 30000)",
+    )
+    run.add_argument(
+        "--stats.interval.ms",
+        dest="stats_ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="one stats line per stream every MS milliseconds (default 30000)",
+    )
+    run.add_argument(
+        "--replication.factor",
+        dest="replication_factor",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="replication factor of destination topics kmirror creates (default: the target's)",
+    )
+    run.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default INFO",
+    )
+
+    check = sub.add_parser(
+        "check-config",
+        allow_abbrev=False,
+        help="print the effective client settings (secrets masked) and a safety verdict",
+        description="Translate and check consumer/producer files as `run` would, print the "
+        "effective librdkafka settings with secrets masked, and a verdict. "
+        "Exit 0 SAFE, 1 UNSAFE, 2 invalid.",
+    )
+    _add_sources(check, required=False)
+    check.add_argument(
+        "--abort.on.send.failure", dest="abort", type=_bool, default=True, metavar="true|false"
+    )
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+
+    keys = sub.add_parser(
+        "config-keys",
+        help="the Java/legacy key translation table",
+        description="Print how each Java or legacy MirrorMaker key is handled.",
+    )
+    keys.add_argument("--markdown", action="store_true", help="the table as published in the docs")
+
+    sub.add_parser(
+        "defaults",
+        help="the data-loss-safe client settings, as JSON",
+        description="Print the required, default and engine-owned client settings as JSON "
+        "(the Ansible templates render these).",
+    )
+    return top
+
+
+def _options(a: argparse.Namespace) -> MirrorOptions:
+    if a.java_only:
+        raise ConfigError(
+            "Java message handlers and rebalance listeners cannot be loaded",
+            key="--message.handler/--consumer.rebalance.listener",
+            fix="remove the option; kmirror copies records unchanged (same topic, key, value, "
+            "headers, timestamp)",
+        )
+    return MirrorOptions(
+        consumer_configs=a.consumer_configs,
+        producer_config=a.producer_config,
+        include=a.include,
+        exclude=a.exclude,
+        num_streams=a.num_streams,
+        num_producers=a.num_producers,
+        queue_size=a.queue_size,
+        offset_commit_interval_ms=a.commit_ms,
+        abort_on_send_failure=a.abort,
+        allow_unsafe=a.allow_unsafe,
+        topic_refresh_interval_ms=a.refresh_ms,
+        stats_interval_ms=a.stats_ms,
+        replication_factor=a.replication_factor,
+    )
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from kmirror import runner
+
+    runner.setup_logging(a.log_level)
+    plan = build_plan(_options(a))
+    for s in plan.sources:
+        for note in s.config.notes:
+            runner.log.info("%s: %s", s.config.origin, note)
+    for note in plan.producer.notes:
+        runner.log.info("%s: %s", plan.producer.origin, note)
+    for v in [*plan.producer.violations, *(v for s in plan.sources for v in s.config.violations)]:
+        runner.log.warning("UNSAFE (allowed by --allow.unsafe): %s", v.render())
+    runner.log.info(
+        "kmirror %s: %d source cluster(s) x %d stream(s) -> %s",
+        __version__,
+        len(plan.sources),
+        plan.streams_per_source,
+        plan.producer.settings.get("bootstrap.servers"),
+    )
+    return runner.run(plan.stream_specs(), a.log_level)
+
+
+def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
+    return {
+        "file": cfg.origin,
+        "role": cfg.role,
+        "source": name,
+        "settings": cfg.masked(),
+        "notes": cfg.notes,
+        "unsafe": [v.render() for v in cfg.violations],
+        "include": cfg.include,
+        "exclude": cfg.exclude,
+        "verdict": "SAFE" if cfg.safe else "UNSAFE",
+    }
+
+
+def cmd_check_config(a: argparse.Namespace) -> int:
+    if not a.consumer_configs and not a.producer_config:
+        raise ConfigError(
+            "nothing to check",
+            key="--consumer.config/--producer.config",
+            fix="give at least one consumer or producer properties file",
+        )
+    reports = [
+        _report(load_client_config(p, "consumer", allow_unsafe=True), n)
+        for n, p in zip(source_names(a.consumer_configs), a.consumer_configs, strict=True)
+    ]
+    if a.producer_config:
+        reports.append(_report(load_client_config(a.producer_config, "producer", allow_unsafe=True), None))
+    unsafe = [u for r in reports for u in r["unsafe"]]  # type: ignore[attr-defined]
+    if not a.abort:
+        unsafe.append(f"--abort.on.send.failure=false: {safety.ABORT_ON_SEND_FAILURE_WHY}")
+    verdict = "UNSAFE" if unsafe else "SAFE"
+    if a.json:
+        print(json.dumps({"verdict": verdict, "unsafe": unsafe, "files": reports}, indent=2))
+    else:
+        for r in reports:
+            print(f"{r['role']} {r['file']}" + (f" (source {r['source']})" if r["source"] else ""))
+            for k, v in sorted(r["settings"].items()):  # type: ignore[attr-defined]
+                print(f"  {k}={v}")
+            for n in r["notes"]:  # type: ignore[attr-defined]
+                print(f"  # {n}")
+            if r["include"] or r["exclude"]:
+                print(f"  # topic filter from the file: include={r['include']} exclude={r['exclude']}")
+        for u in unsafe:
+            print(f"UNSAFE: {u}")
+        print(f"verdict: {verdict}")
+    return EXIT_UNSAFE if unsafe else 0
+
+
+def cmd_config_keys(a: argparse.Namespace) -> int:
+    if a.markdown:
+        sys.stdout.write(translation.markdown())
+        return 0
+    for r in sorted(translation.RULES, key=lambda r: r.key):
+        print(f"{r.key:45} {r.action:8} {r.target or '':38} {r.note}")
+    return 0
+
+
+def cmd_defaults(a: argparse.Namespace) -> int:
+    print(json.dumps(safety.table(), indent=2))
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "check-config": cmd_check_config,
+    "config-keys": cmd_config_keys,
+    "defaults": cmd_defaults,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KmirrorError as exc:
+        print(f"kmirror {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""The mirror engine: one stream = one consumer (a member of the mirror group) and its producer(s).
+
+Guarantee: an offset is committed only after the target acknowledged every record before it.
+
+* Records are read in batches; every record of a batch is handed to the producer before the next
+  batch is read, so a consumer's *position* never runs ahead of what was produced.
+* At each commit point (every ``commit_interval_ms``, on partition revocation, on stop) the producers
+  are flushed (every record acknowledged by the target, or failed) and only then the positions are
+  committed. A failed record stops the stream before that commit: nothing after the last commit is
+  marked as done, so it is mirrored again on restart (at-least-once, never lost).
+* Success reports are switched off in librdkafka (``delivery.report.only.error``): the per-record
+  path is a read, an ``if`` and a ``produce`` call.
+
+Back-pressure: the producer queue is bounded (``--queue.size``); when it is full the stream serves
+delivery reports until there is room, so reading slows to the target's pace and nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kmirror import topics
+from kmirror.config import admin_settings, client_conf
+from kmirror.errors import KmirrorError, SendFailure
+from kmirror.filters import TopicFilter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Everything one stream needs; picklable, so a stream can run in its own process."""
+
+    source: str
+    index: int
+    consumer: dict[str, str]
+    producer: dict[str, str]
+    topic_filter: TopicFilter
+    batch_size: int = 500
+    commit_interval_ms: int = 60_000
+    abort_on_send_failure: bool = True
+    num_producers: int = 1
+    topic_refresh_ms: int = 30_000
+    stats_interval_ms: int = 30_000
+    shutdown_timeout_s: float = 30.0
+    replication_factor: int = -1
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}#{self.index}"
+
+
+@dataclass
+class Failure:
+    """The first record the target refused."""
+
+    error: KafkaError
+    topic: str
+    partition: int
+    source_offset: int | None = None
+    key: bytes | None = None
+    timestamp: int | None = None
+
+    def describe(self, source: str) -> str:
+        where = f"source {source} topic {self.topic} partition {self.partition}"
+        where += f" offset {self.source_offset}" if self.source_offset is not None else ""
+        return f"send failed for {where}: {self.error.str()}"
+
+
+@dataclass
+class Stats:
+    records: int = 0
+    commits: int = 0
+    send_errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Stream:
+    def __init__(self, spec: StreamSpec, *, on_batch: Callable[[Stats], None] | None = None) -> None:
+        self.spec = spec
+        self.stats = Stats()
+        self._stop = False
+        self._failure: Failure | None = None
+        self._on_batch = on_batch
+        self._selected: dict[str, int] = {}
+        self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
+        self._committed: dict[tuple[str, int], int] = {}
+        self.consumer: Consumer | None = None
+        self.producers: list[Producer] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def request_stop(self) -> None:
+        self._stop = True
+
+    def run(self) -> None:
+        """Mirror until stopped; raise SendFailure (nothing committed past it) or another KmirrorError."""
+        spec = self.spec
+        self.consumer = Consumer(
+            client_conf(spec.consumer), logger=logging.getLogger("kmirror.librdkafka.consumer")
+        )
+        producer_conf: dict[str, Any] = client_conf(spec.producer)
+        producer_conf["on_delivery"] = self._delivery_failed
+        self.producers = [
+            Producer(producer_conf, logger=logging.getLogger("kmirror.librdkafka.producer"))
+            for _ in range(spec.num_producers)
+        ]
+        self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
+        self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
+        clean = False
+        try:
+            self._refresh_topics()
+            self._loop()
+            clean = self._drain(spec.shutdown_timeout_s)
+            if clean:
+                self._commit_positions(None)
+        finally:
+            self.consumer.close()
+            for p in self.producers:
+                p.flush(0)
+        self._raise_if_failed()
+        if not clean:
+            raise KmirrorError(
+                f"{spec.label}: stopped before the target acknowledged every record read; their offsets were "
+                "not committed and they will be mirrored again on restart"
+            )
+
+    # ------------------------------------------------------------------ hot path
+
+    def _loop(self) -> None:
+        spec = self.spec
+        consumer = self.consumer
+        assert consumer is not None
+        consume = consumer.consume
+        producers = self.producers
+        single = producers[0].produce if len(producers) == 1 else None
+        hashed = self._hashed
+        batch_size = spec.batch_size
+        stats = self.stats
+        commit_every = spec.commit_interval_ms / 1000
+        refresh_every = spec.topic_refresh_ms / 1000
+        stats_every = spec.stats_interval_ms / 1000
+        now = time.monotonic()
+        next_commit, next_refresh, next_stats = now + commit_every, now + refresh_every, now + stats_every
+        while not self._stop:
+            batch = consume(batch_size, 0.2)
+            for m in batch:
+                if m.error() is not None:
+                    self._message_error(m)
+                    continue
+                t = m.topic()
+                p = m.partition()
+                produce = single or producers[p % len(producers)].produce
+                try:
+                    produce(
+                        t,
+                        m.value(),
+                        m.key(),
+                        -1 if t in hashed else p,
+                        timestamp=max(m.timestamp()[1], 0),
+                        headers=m.headers(),
+                    )
+                except BufferError:
+                    self._wait_for_room(m)
+                except KafkaException as exc:
+                    self._produce_refused(m, exc)
+            if batch:
+                stats.records += len(batch)
+                if self._on_batch is not None:
+                    self._on_batch(stats)
+            if self._failure is not None:
+                return
+            now = time.monotonic()
+            if now >= next_commit:
+                self._commit_positions(None)
+                next_commit = now + commit_every
+            if now >= next_refresh:
+                self._refresh_topics()
+                next_refresh = now + refresh_every
+            if now >= next_stats:
+                self._log_stats()
+                next_stats = now + stats_every
+            for p_ in producers:
+                p_.poll(0)
+
+    def _produce_one(self, m: Message) -> None:
+        t, p = m.topic(), m.partition()
+        producer = self.producers[p % len(self.producers)]
+        producer.produce(
+            t,
+            m.value(),
+            m.key(),
+            -1 if t in self._hashed else p,
+            timestamp=max(m.timestamp()[1], 0),
+            headers=m.headers(),
+        )
+
+    def _wait_for_room(self, m: Message) -> None:
+        """The producer queue is full: serve reports until the record fits (blocking back-pressure)."""
+        while True:
+            for p in self.producers:
+                p.poll(0.05)
+            if self._failure is not None:
+                return
+            try:
+                self._produce_one(m)
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                self._produce_refused(m, exc)
+                return
+
+    def _produce_refused(self, m: Message, exc: KafkaException) -> None:
+        """produce() refused a record outright (e.g. over message.max.bytes): a non-retriable failure."""
+        err = exc.args[0]
+        failure = Failure(err, m.topic(), m.partition(), m.offset(), m.key(), m.timestamp()[1])
+        self._record_failure(failure)
+
+    def _delivery_failed(self, err: KafkaError | None, msg: Message) -> None:
+        """Called by librdkafka only for failed deliveries (delivery.report.only.error)."""
+        if err is None:
+            return
+        topic, partition = msg.topic(), msg.partition()
+        self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1]))
+
+    def _record_failure(self, failure: Failure) -> None:
+        self.stats.send_errors += 1
+        if not self.spec.abort_on_send_failure:
+            log.error(
+                "%s: %s; record skipped (--abort.on.send.failure=false): it is NOT on the target",
+                self.spec.label,
+                failure.describe(self.spec.source),
+            )
+            return
+        if self._failure is None:
+            self._failure = failure
+            self._stop = True
+
+    def _message_error(self, m: Message) -> None:
+        err = m.error()
+        if err.fatal():
+            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}")
+        log.warning("%s: consumer: %s", self.spec.label, err.str())
+
+    # ------------------------------------------------------------------ commit points
+
+    def _drain(self, timeout: float | None) -> bool:
+        """Wait until every produced record is acknowledged (or failed). False if time ran out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for p in self.producers:
+            while p.flush(1.0) > 0:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+        return self._failure is None
+
+    def _raise_if_failed(self) -> None:
+        f = self._failure
+        if f is None:
+            return
+        if f.source_offset is None:
+            f.source_offset = self._locate(f)
+        raise SendFailure(
+            f"{self.spec.label}: {f.describe(self.spec.source)}; nothing after the last commit "
+            "was committed: fix the cause and restart, the mirror resumes from there"
+        )
+
+    def _commit_positions(self, partitions: list[TopicPartition] | None) -> None:
+        """Flush, then commit the consumer's positions (everything before them is on the target)."""
+        consumer = self.consumer
+        assert consumer is not None
+        if not self._drain(None):
+            return
+        parts = consumer.assignment() if partitions is None else partitions
+        if not parts:
+            return
+        todo = [
+            tp
+            for tp in consumer.position(parts)
+            if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition)) != tp.offset
+        ]
+        if not todo:
+            return
+        try:
+            consumer.commit(offsets=todo, asynchronous=False)
+        except KafkaException as exc:
+            log.warning(
+                "%s: commit failed (%s); the records will be committed at the next commit point or "
+                "mirrored again",
+                self.spec.label,
+                exc.args[0].str(),
+            )
+            return
+        for tp in todo:
+            self._committed[(tp.topic, tp.partition)] = tp.offset
+        self.stats.commits += 1
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s: assigned %s", self.spec.label, _show(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s: revoked %s", self.spec.label, _show(partitions))
+        self._commit_positions(partitions)
+        for tp in partitions:
+            self._committed.pop((tp.topic, tp.partition), None)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.warning(
+            "%s: lost %s (left the group); their records since the last commit will be mirrored again "
+            "by the new owner",
+            self.spec.label,
+            _show(partitions),
+        )
+        for tp in partitions:
+            self._committed.pop((tp.topic, tp.partition), None)
+
+    # ------------------------------------------------------------------ topics
+
+    def _refresh_topics(self) -> None:
+        """Pick up new, removed or grown source topics; create missing destination topics first."""
+        consumer = self.consumer
+        assert consumer is not None
+        md = consumer.list_topics(timeout=10)
+        source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        selected = {t: n for t, n in source.items() if self.spec.topic_filter.matches(t)}
+        if selected == self._selected:
+            return
+        target = topics.ensure(
+            self._source_admin, self._target_admin, selected, replication_factor=self.spec.replication_factor
+        )
+        selected = {t: n for t, n in selected.items() if t in target}
+        hashed = {t for t, n in selected.items() if target[t] < n}
+        for t in sorted(hashed - self._hashed):
+            log.warning(
+                "%s: target topic %s has %d partitions, source %d: records are placed by key hash "
+                "(Java's murmur2), so order is kept per key, not per source partition",
+                self.spec.label,
+                t,
+                target[t],
+                selected[t],
+            )
+        self._hashed.clear()
+        self._hashed.update(hashed)
+        if set(selected) != set(self._selected):
+            log.info(
+                "%s: mirroring %d topics: %s", self.spec.label, len(selected), ", ".join(sorted(selected))
+            )
+            if selected:
+                consumer.subscribe(
+                    sorted(selected),
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+            else:
+                consumer.unsubscribe()
+        self._selected = selected
+
+    # ------------------------------------------------------------------ reporting
+
+    def _log_stats(self) -> None:
+        s = self.stats
+        elapsed = max(time.monotonic() - s.started, 1e-9)
+        log.info(
+            "%s: stats records=%d rate=%.0f/s commits=%d send_errors=%d topics=%d",
+            self.spec.label,
+            s.records,
+            s.records / elapsed,
+            s.commits,
+            s.send_errors,
+            len(self._selected),
+        )
+
+    def _locate(self, f: Failure) -> int | None:
+        """Find the source offset of a record that failed asynchronously (error path only).
+
+        The record lies between the last committed offset and the current position of its partition
+        (identity routing) or of any partition of its topic (key-hash routing).
+        """
+        consumer = self.consumer
+        if consumer is None:
+            return None
+        candidates = [f.partition] if f.topic not in self._hashed else range(self._selected.get(f.topic, 0))
+        conf = {k: v for k, v in self.spec.consumer.items() if k != "group.id"}
+        conf.update({"group.id": "kmirror-locate", "enable.auto.commit": "false"})
+        reader = Consumer(conf, logger=_quiet)
+        try:
+            for p in candidates:
+                start = self._committed.get((f.topic, p))
+                if start is None:
+                    continue
+                reader.assign([TopicPartition(f.topic, p, start)])
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    m = reader.poll(0.5)
+                    if m is None or m.error() is not None:
+                        break
+                    if m.key() == f.key and m.timestamp()[1] == f.timestamp:
+                        f.partition = p
+                        return m.offset()
+        finally:
+            reader.close()
+        return None
+
+
+def _show(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"
+
+
+_quiet = logging.getLogger("kmirror.librdkafka.admin")

@@ -1,0 +1,142 @@
+"""From MirrorMaker options and properties files to a checked plan of streams (no network).
+
+Everything that can be wrong with the input is found here, before any client connects: a run either
+starts with a complete, safe configuration or does not start at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kmirror.config import ClientConfig, load_client_config
+from kmirror.engine import StreamSpec
+from kmirror.errors import ConfigError
+from kmirror.filters import TopicFilter
+
+DEFAULT_QUEUE_SIZE = 10_000
+MAX_BATCH = 1_000
+
+
+@dataclass
+class MirrorOptions:
+    consumer_configs: list[str]
+    producer_config: str
+    include: str | None = None
+    exclude: str | None = None
+    num_streams: int | None = None  # None: one per CPU core
+    num_producers: int = 1
+    queue_size: int | None = None
+    offset_commit_interval_ms: int = 60_000
+    abort_on_send_failure: bool = True
+    allow_unsafe: bool = False
+    topic_refresh_interval_ms: int = 30_000
+    stats_interval_ms: int = 30_000
+    replication_factor: int = -1
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Source:
+    name: str
+    config: ClientConfig
+    topic_filter: TopicFilter
+
+
+@dataclass
+class MirrorPlan:
+    options: MirrorOptions
+    sources: list[Source]
+    producer: ClientConfig
+
+    @property
+    def streams_per_source(self) -> int:
+        return self.options.num_streams or os.cpu_count() or 1
+
+    def stream_specs(self) -> list[StreamSpec]:
+        o = self.options
+        batch = max(1, min(MAX_BATCH, self.producer_queue_size))
+        return [
+            StreamSpec(
+                source=s.name,
+                index=i,
+                consumer=dict(s.config.settings),
+                producer=dict(self.producer.settings),
+                topic_filter=s.topic_filter,
+                batch_size=batch,
+                commit_interval_ms=o.offset_commit_interval_ms,
+                abort_on_send_failure=o.abort_on_send_failure,
+                num_producers=o.num_producers,
+                topic_refresh_ms=o.topic_refresh_interval_ms,
+                stats_interval_ms=o.stats_interval_ms,
+                replication_factor=o.replication_factor,
+            )
+            for s in self.sources
+            for i in range(self.streams_per_source)
+        ]
+
+    @property
+    def producer_queue_size(self) -> int:
+        return int(self.producer.settings["queue.buffering.max.messages"])
+
+
+def source_names(paths: list[str]) -> list[str]:
+    """A readable name per consumer file: its stem, or its folder's name where stems repeat."""
+    stems = [Path(p).stem for p in paths]
+    repeated = Counter(stems)
+    names = [Path(p).parent.name if repeated[s] > 1 else s for p, s in zip(paths, stems, strict=True)]
+    if len(set(names)) != len(names):
+        names = [f"{n}-{i}" for i, n in enumerate(names)]
+    return names
+
+
+def _positive(value: int | None, option: str) -> None:
+    if value is not None and value < 1:
+        raise ConfigError(
+            f"must be at least 1, got {value}", key=option, fix=f"give {option} a positive number"
+        )
+
+
+def build_plan(o: MirrorOptions) -> MirrorPlan:
+    if not o.consumer_configs:
+        raise ConfigError(
+            "no source cluster",
+            key="--consumer.config",
+            fix="give --consumer.config FILE once per source cluster",
+        )
+    if not o.producer_config:
+        raise ConfigError("no target cluster", key="--producer.config", fix="give --producer.config FILE")
+    for value, option in (
+        (o.num_streams, "--num.streams"),
+        (o.num_producers, "--num.producers"),
+        (o.queue_size, "--queue.size"),
+        (o.offset_commit_interval_ms, "--offset.commit.interval.ms"),
+        (o.topic_refresh_interval_ms, "--topic.refresh.interval.ms"),
+        (o.stats_interval_ms, "--stats.interval.ms"),
+    ):
+        _positive(value, option)
+    if not o.abort_on_send_failure and not o.allow_unsafe:
+        raise ConfigError(
+            "is unsafe (a record that cannot be delivered is skipped and committed past)",
+            key="--abort.on.send.failure=false",
+            fix="drop it, or pass --allow.unsafe to run anyway",
+        )
+    producer = load_client_config(o.producer_config, "producer", allow_unsafe=o.allow_unsafe)
+    if o.queue_size is not None or "queue.buffering.max.messages" not in producer.settings:
+        producer.settings["queue.buffering.max.messages"] = str(o.queue_size or DEFAULT_QUEUE_SIZE)
+    sources = []
+    for name, path in zip(source_names(o.consumer_configs), o.consumer_configs, strict=True):
+        cfg = load_client_config(path, "consumer", allow_unsafe=o.allow_unsafe)
+        include = o.include if o.include is not None else cfg.include
+        exclude = o.exclude if o.exclude is not None else cfg.exclude
+        if include is None and exclude is None:
+            raise ConfigError(
+                "no topic filter for this source",
+                origin=path,
+                key="--whitelist",
+                fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
+            )
+        sources.append(Source(name, cfg, TopicFilter(include, exclude)))
+    return MirrorPlan(o, sources, producer)

@@ -1,0 +1,150 @@
+"""The data-loss-safe client settings: the one place that says what a mirror must run with.
+
+Three kinds of setting live here:
+
+* ``REQUIRED``: the mirror refuses to run with any other value (unless the operator passes
+  ``--allow.unsafe``), because another value can lose or reorder records.
+* ``DEFAULTS``: what kmirror uses when the operator's file says nothing; the file may change them.
+* ``ENGINE_OWNED``: settings the engine itself depends on; a file that sets them is refused
+  whatever the flag, because the engine would not work as documented.
+
+The worker enforces these, ``kmirror check-config`` reports against them, the Ansible templates
+render them (``kmirror defaults --json``) and the docs table is generated from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["consumer", "producer"]
+ROLES: tuple[Role, ...] = ("consumer", "producer")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    value: str
+    why: str
+    accepts: Callable[[str], bool]
+
+
+def _is(*values: str) -> Callable[[str], bool]:
+    allowed = {v.lower() for v in values}
+    return lambda v: v.strip().lower() in allowed
+
+
+def _int_between(low: int, high: int) -> Callable[[str], bool]:
+    def check(v: str) -> bool:
+        try:
+            return low <= int(v.strip()) <= high
+        except ValueError:
+            return False
+
+    return check
+
+
+REQUIRED: dict[Role, tuple[Requirement, ...]] = {
+    "consumer": (
+        Requirement(
+            "enable.auto.commit",
+            "false",
+            "auto-commit would commit offsets of records the target has not acknowledged",
+            _is("false"),
+        ),
+    ),
+    "producer": (
+        Requirement(
+            "acks",
+            "all",
+            "a record is acknowledged only once every in-sync replica of the target has it",
+            _is("all", "-1"),
+        ),
+        Requirement(
+            "enable.idempotence",
+            "true",
+            "retries neither duplicate nor reorder records within a partition",
+            _is("true"),
+        ),
+        Requirement(
+            "max.in.flight.requests.per.connection",
+            "5",
+            "the idempotent producer keeps order only with at most 5 requests in flight",
+            _int_between(1, 5),
+        ),
+        Requirement(
+            "retries",
+            "2147483647",
+            "transient target errors are retried until delivery.timeout, never dropped",
+            _int_between(1, 2147483647),
+        ),
+    ),
+}
+
+DEFAULTS: dict[Role, dict[str, str]] = {
+    # A new mirror group copies what already exists: a mirror is a replica.
+    "consumer": {"auto.offset.reset": "earliest"},
+    "producer": {"linger.ms": "5"},
+}
+
+ENGINE_OWNED: dict[Role, dict[str, str]] = {
+    # The engine commits explicit positions after the target acknowledged every record before them.
+    "consumer": {"enable.auto.offset.store": "false", "enable.partition.eof": "false"},
+    # Java's partitioner for keyed records (murmur2), so keyed records land where Java clients put them;
+    # success reports are skipped (only failures are reported) to keep the per-record path cheap.
+    "producer": {"partitioner": "murmur2_random", "delivery.report.only.error": "true"},
+}
+
+# The mirror's own options that decide whether records can be lost.
+ABORT_ON_SEND_FAILURE_WHY = (
+    "without it a record that cannot be delivered is logged and skipped, and the mirror commits past it"
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    origin: str
+    key: str
+    value: str
+    required: str
+    why: str
+
+    def render(self) -> str:
+        return (
+            f"{self.origin}: {self.key}={self.value} is unsafe ({self.why}); set {self.key}={self.required} "
+            "or pass --allow.unsafe to run anyway"
+        )
+
+
+def violations(settings: Mapping[str, str], role: Role, origin: str) -> list[Violation]:
+    """Settings of an effective client config that break a :data:`REQUIRED` rule."""
+    found = []
+    for req in REQUIRED[role]:
+        value = settings.get(req.key)
+        if value is not None and not req.accepts(value):
+            found.append(Violation(origin, req.key, value, req.value, req.why))
+    return found
+
+
+def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
+    """The effective settings: defaults under the operator's, required values where unset,
+    engine-owned values over everything. Unsafe values the operator set stay: the caller refuses
+    them unless ``--allow.unsafe`` was given (see :func:`violations`)."""
+    out = {**DEFAULTS[role], **settings}
+    for req in REQUIRED[role]:
+        out.setdefault(req.key, req.value)
+    out.update(ENGINE_OWNED[role])
+    return out
+
+
+def table() -> dict[str, dict[str, list[dict[str, str]]]]:
+    """All of the above as plain data (for ``kmirror defaults --json``, templates and docs)."""
+    return {
+        role: {
+            "required": [{"key": r.key, "value": r.value, "why": r.why} for r in REQUIRED[role]],
+            "defaults": [{"key": k, "value": v} for k, v in DEFAULTS[role].items()],
+            "engine_owned": [{"key": k, "value": v} for k, v in ENGINE_OWNED[role].items()],
+        }
+        for role in ROLES
+    }
