@@ -8,6 +8,8 @@ failed stream's code, so a service manager restarts the whole mirror.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -23,6 +25,7 @@ from kmirror.errors import KmirrorError
 
 log = logging.getLogger(__name__)
 
+PR_SET_PDEATHSIG = 1
 EXIT_OK = 0
 EXIT_ERROR = 1
 
@@ -60,8 +63,18 @@ def run_stream(spec: StreamSpec) -> int:
     return EXIT_OK
 
 
-def _child(spec: StreamSpec, level: str) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: get SIGTERM when the supervisor dies (even by kill -9), so no stream outlives it."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(spec: StreamSpec, level: str, parent: int) -> None:
     setup_logging(level)
+    _die_with_parent(parent)
     sys.exit(run_stream(spec))
 
 
@@ -69,7 +82,7 @@ def run(specs: list[StreamSpec], level: str = "INFO") -> int:
     if len(specs) == 1:
         return run_stream(specs[0])
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_child, args=(s, level), name=f"stream-{s.label}") for s in specs]
+    procs = [ctx.Process(target=_child, args=(s, level, os.getpid()), name=f"stream-{s.label}") for s in specs]
     stopping = False
 
     def stop_all() -> None:

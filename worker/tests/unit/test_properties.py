@@ -1,0 +1,308 @@
+"""kmirror.properties reads .properties files exactly as java.util.Properties.load does.
+
+The expected values below were checked against ``Properties.load(Reader)`` of OpenJDK 17.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kmirror.errors import ConfigError
+from kmirror.properties import load_properties, parse_properties
+
+LEGACY_CONSUMER = """\
+bootstrap.servers=kafka-source-server1:6667,kafka-source-server2:6667
+groupid=dp-MirrorMaker-group
+exclude.internal.topics=true
+mirror.topics.whitelist=app_log
+client.id=mirror_maker_consumer
+"""
+
+LEGACY_PRODUCER = """\
+zk.connect=hdp1:2181/kafka-test
+producer.type=async
+compression.codec=0
+serializer.class=kafka.serializer.DefaultEncoder
+max.message.size=10000000
+queue.time=1000
+queue.enqueueTimeout.ms=-1
+"""
+
+
+def test_legacy_mirrormaker_consumer_config() -> None:
+    assert parse_properties(LEGACY_CONSUMER) == {
+        "bootstrap.servers": "kafka-source-server1:6667,kafka-source-server2:6667",
+        "groupid": "dp-MirrorMaker-group",
+        "exclude.internal.topics": "true",
+        "mirror.topics.whitelist": "app_log",
+        "client.id": "mirror_maker_consumer",
+    }
+
+
+def test_legacy_mirrormaker_producer_config() -> None:
+    assert parse_properties(LEGACY_PRODUCER) == {
+        "zk.connect": "hdp1:2181/kafka-test",
+        "producer.type": "async",
+        "compression.codec": "0",
+        "serializer.class": "kafka.serializer.DefaultEncoder",
+        "max.message.size": "10000000",
+        "queue.time": "1000",
+        "queue.enqueueTimeout.ms": "-1",
+    }
+
+
+def test_keys_keep_file_order() -> None:
+    assert list(parse_properties(LEGACY_PRODUCER)) == [
+        "zk.connect", "producer.type", "compression.codec", "serializer.class", "max.message.size",
+        "queue.time", "queue.enqueueTimeout.ms",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Separators: '=', ':' or blanks, with blanks around them skipped.
+        ("a=b", {"a": "b"}),
+        ("a:b", {"a": "b"}),
+        ("a b", {"a": "b"}),
+        ("a\tb", {"a": "b"}),
+        ("a\fb", {"a": "b"}),
+        ("a = b", {"a": "b"}),
+        ("a   :   b", {"a": "b"}),
+        ("a b c", {"a": "b c"}),
+        # At most one '=' or ':' is skipped; the next one is part of the value.
+        ("a==b", {"a": "=b"}),
+        ("a = = b", {"a": "= b"}),
+        ("a :=b", {"a": "=b"}),
+        ("a=b=c", {"a": "b=c"}),
+        ("a = b:c", {"a": "b:c"}),
+        ("url=http://host:8080/x", {"url": "http://host:8080/x"}),
+        # A blank ends the key even before a separator further on.
+        ("a b=c", {"a": "b=c"}),
+        # Leading blanks are skipped, trailing blanks are kept (in the value, as Java does).
+        ("   \t\fkey=value", {"key": "value"}),
+        ("key=value   ", {"key": "value   "}),
+        ("key=value\t", {"key": "value\t"}),
+        ("key   ", {"key": ""}),
+        # A key alone, or with a separator and nothing else, has the empty value.
+        ("key", {"key": ""}),
+        ("key=", {"key": ""}),
+        ("key:", {"key": ""}),
+        ("key = ", {"key": ""}),
+        # An empty key.
+        ("=value", {"": "value"}),
+        (":value", {"": "value"}),
+    ],
+)
+def test_key_value_separation(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"key\:with\:colons = value", {"key:with:colons": "value"}),
+        (r"key\=with\=equals=value", {"key=with=equals": "value"}),
+        (r"key\ with\ spaces = value", {"key with spaces": "value"}),
+        (r"\#not\!comment=x", {"#not!comment": "x"}),
+        (r"k=\ leading space kept", {"k": " leading space kept"}),
+        (r"k=tab\there", {"k": "tab\there"}),
+        (r"k=\n\r\f", {"k": "\n\r\f"}),
+        (r"k=back\\slash", {"k": "back\\slash"}),
+        (r"k=C:\\kafka\\config", {"k": "C:\\kafka\\config"}),
+        # Backslash before any other character stands for that character.
+        (r"k=\a\b\z\=\:\"", {"k": 'abz=:"'}),
+        (r"k=C:\kafka\config", {"k": "C:kafkaconfig"}),
+        # Unicode escapes, upper and lower case hex digits.
+        (r"name=caf\u00e9", {"name": "café"}),
+        (r"name=caf\u00E9", {"name": "café"}),
+        (r"k\u00e9y=v", {"kéy": "v"}),
+        (r"k=\u0041\u0042", {"k": "AB"}),
+        # A UTF-16 surrogate pair is one character, as in a Java string.
+        (r"smile=\ud83d\ude00", {"smile": "\U0001f600"}),
+        # Literal non-ASCII text needs no escape.
+        ("name=café ☕", {"name": "café ☕"}),
+        # An escaped backslash before the separator does not escape the separator.
+        ("a\\\\=b", {"a\\": "b"}),
+        ("a\\\\\\=b=c", {"a\\=b": "c"}),
+    ],
+)
+def test_escapes(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("# comment\nk=v", {"k": "v"}),
+        ("! comment\nk=v", {"k": "v"}),
+        ("   # indented comment\nk=v", {"k": "v"}),
+        ("\t! indented comment\nk=v", {"k": "v"}),
+        # Only at the start of a line: elsewhere '#' and '!' are ordinary characters.
+        ("k=v # not a comment", {"k": "v # not a comment"}),
+        ("k=v!", {"k": "v!"}),
+        ("k#=v", {"k#": "v"}),
+        # A comment ending in a backslash does not continue.
+        ("# comment \\\nk=v", {"k": "v"}),
+        ("! comment \\\nk=v", {"k": "v"}),
+        # On a continuation line '#' is text, not a comment.
+        ("k=a,\\\n    # b", {"k": "a,# b"}),
+        # Blank lines and blank-only lines are ignored.
+        ("\n\n   \n\t\f\nk=v\n\n", {"k": "v"}),
+        ("", {}),
+        ("# only a comment", {}),
+    ],
+)
+def test_comments_and_blank_lines(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("topics=a,\\\n       b,\\\n       c\nnext=1", {"topics": "a,b,c", "next": "1"}),
+        # Leading blanks of the continuation line go, trailing blanks before the backslash stay.
+        ("k=one \\\n    two", {"k": "one two"}),
+        # The key can be continued too.
+        ("ke\\\n  y=v", {"key": "v"}),
+        # An even number of backslashes does not continue the line.
+        ("k=v\\\\\nk2=v2", {"k": "v\\", "k2": "v2"}),
+        ("k=v\\\\\\\n  w", {"k": "v\\w"}),
+        # A continuation into a blank line ends the logical line there.
+        ("k=v\\\n\nk2=v2", {"k": "v", "k2": "v2"}),
+        ("k=v\\\n   \nk2=v2", {"k": "v", "k2": "v2"}),
+        # A backslash on the last line is dropped.
+        ("k=v\\", {"k": "v"}),
+        ("k=v\\\n", {"k": "v"}),
+        # Every line terminator continues a line: CRLF, CR and LF.
+        ("k=a\\\r\n  b", {"k": "ab"}),
+        ("k=a\\\r  b", {"k": "ab"}),
+        ("k=a\\\r\n\r\nk2=c", {"k": "a", "k2": "c"}),
+    ],
+)
+def test_continuation_lines(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_line_terminators(eol: str) -> None:
+    text = eol.join(["# comment", "a=1", "", "b = 2 ", "c"]) + eol
+    assert parse_properties(text) == {"a": "1", "b": "2 ", "c": ""}
+
+
+def test_crlf_file_has_no_carriage_returns_in_values() -> None:
+    text = LEGACY_CONSUMER.replace("\n", "\r\n")
+    assert parse_properties(text) == parse_properties(LEGACY_CONSUMER)
+
+
+def test_duplicate_keys_last_value_wins_first_position_kept() -> None:
+    result = parse_properties("a=1\nb=2\na=3\n")
+    assert result == {"a": "3", "b": "2"}
+    assert list(result) == ["a", "b"]
+
+
+def test_java_quirk_last_line_of_a_single_backslash_is_an_empty_entry() -> None:
+    # Properties.load returns an empty logical line here and stores "" = "".
+    assert parse_properties("a=1\n\\") == {"a": "1", "": ""}
+    # A lone backslash followed by a line continues into it.
+    assert parse_properties("\\\nb=2") == {"b": "2"}
+
+
+def test_a_comment_can_start_after_an_emptied_continuation() -> None:
+    # Modern JDKs see a comment when the logical line is still empty.
+    assert parse_properties("\\\n# comment\nk=v") == {"k": "v"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (r"k=\u00g9", 1),
+        (r"k=\u12", 1),
+        ("k=\\u", 1),
+        ("a=1\n\n# c\nbad=x\\uZZZZ", 4),
+        # The line of the escape itself, inside a continued logical line.
+        ("k=a,\\\n  b,\\\n  \\u12x4", 3),
+    ],
+)
+def test_malformed_unicode_escape_in_value(text: str, line: int) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_properties(text, origin="consumer.properties")
+    err = caught.value
+    assert err.origin == "consumer.properties"
+    assert err.key == f"line {line}"
+    assert str(err).startswith(f"consumer.properties: line {line}: malformed \\uXXXX escape in the value of ")
+    assert "four hex digits" in str(err)
+
+
+def test_malformed_unicode_escape_in_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_properties("ok=1\nk\\u12=v", origin="p.properties")
+    assert str(caught.value) == (
+        "p.properties: line 2: malformed \\uXXXX escape in a key; write \\u followed by exactly four hex "
+        "digits (e.g. \\u00e9), or \\\\ for a literal backslash"
+    )
+
+
+def test_malformed_escape_message_does_not_show_the_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_properties("ssl.key.password=Hunter2\\uXYZW")
+    assert "ssl.key.password" in str(caught.value)
+    assert "Hunter2" not in str(caught.value)
+
+
+def test_malformed_escape_in_a_comment_is_ignored() -> None:
+    assert parse_properties("# \\u12\nk=v") == {"k": "v"}
+
+
+def test_default_origin() -> None:
+    with pytest.raises(ConfigError, match=r"^<string>: line 1: "):
+        parse_properties("k=\\u")
+
+
+def test_load_properties_reads_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "consumer.properties"
+    path.write_bytes("client.id=caf\u00e9\r\ngroup.id=g\r\n".encode())
+    assert load_properties(path) == {"client.id": "café", "group.id": "g"}
+    assert load_properties(str(path)) == {"client.id": "café", "group.id": "g"}
+
+
+def test_load_properties_drops_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "bom.properties"
+    path.write_bytes(b"\xef\xbb\xbfbootstrap.servers=h:9092\n")
+    assert load_properties(path) == {"bootstrap.servers": "h:9092"}
+
+
+def test_load_properties_falls_back_to_latin1(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.properties"
+    path.write_bytes("name=caf\u00e9\n".encode("latin-1"))
+    assert load_properties(path) == {"name": "café"}
+
+
+def test_load_properties_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.properties"
+    path.write_text("a=1\nb=\\u00\n")
+    with pytest.raises(ConfigError) as caught:
+        load_properties(path)
+    assert caught.value.origin == str(path)
+    assert str(caught.value).startswith(f"{path}: line 2: malformed \\uXXXX escape in the value of 'b'")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.properties"
+    with pytest.raises(ConfigError) as caught:
+        load_properties(path)
+    err = caught.value
+    assert err.origin == str(path)
+    assert err.problem == "file not found"
+    assert err.fix is not None and "check the path" in err.fix
+    assert str(err).startswith(f"{path}: file not found; check the path of the properties file")
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_properties(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path}: is a directory, not a file; give the path of the properties file itself"
+    )
