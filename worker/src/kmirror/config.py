@@ -371,6 +371,27 @@ class _Collect(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+# librdkafka names a property by its canonical name in messages; operators wrote the alias.
+_CANONICAL = {
+    "linger.ms": "queue.buffering.max.ms",
+    "acks": "request.required.acks",
+    "retries": "message.send.max.retries",
+    "compression.type": "compression.codec",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "sasl.mechanism": "sasl.mechanisms",
+    "max.partition.fetch.bytes": "fetch.message.max.bytes",
+}
+
+
+def _as_written(text: str, settings: Mapping[str, object]) -> str:
+    """Replace librdkafka's canonical property names in a message by the alias the settings use."""
+    for alias, canonical in _CANONICAL.items():
+        if alias in settings and canonical not in settings:
+            text = re.sub(rf"(?<![\w.]){re.escape(canonical)}(?![\w.])", alias, text)
+    return text
+
+
 _NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
 _ROLE_WARNING = re.compile(r"Configuration property (\S+) is a (producer|consumer) property")
 
@@ -403,7 +424,8 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
                     del conf[m.group(1)]
                     continue
                 raise ConfigError(
-                    message.removeprefix("Failed to create consumer: ")
+                    _as_written(message, conf)
+                    .removeprefix("Failed to create consumer: ")
                     .removeprefix("Failed to create producer: ")
                     .strip(),
                     origin=cfg.origin,
@@ -429,9 +451,8 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
     for line in handler.lines:
         m = _ROLE_WARNING.search(line)
         if m:
-            cfg.notes.append(
-                f"{m.group(1)}: ignored (a {m.group(2)} setting has no effect in a {cfg.role} file)"
-            )
+            key = _as_written(m.group(1), cfg.settings)
+            cfg.notes.append(f"{key}: ignored (a {m.group(2)} setting has no effect in a {cfg.role} file)")
 
 
 def load_client_config(

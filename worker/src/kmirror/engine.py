@@ -169,8 +169,12 @@ class Stream:
                     )
                 except BufferError:
                     self._wait_for_room(m)
+                    if self._failure is not None:
+                        break
                 except KafkaException as exc:
                     self._produce_refused(m, exc)
+                    if self._failure is not None:
+                        break
             if batch:
                 stats.records += len(batch)
                 if self._on_batch is not None:

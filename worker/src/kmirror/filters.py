@@ -44,6 +44,9 @@ _PROPERTY_CLASSES = {
 }
 
 
+_INLINE_FLAGS = re.compile(r"\(\?([idmsuxU-]+)\)")
+
+
 def _bad(option: str, pattern: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"{problem} in {pattern!r}", key=option, fix=fix)
 
@@ -53,6 +56,9 @@ def java_regex_to_python(pattern: str, option: str = "--whitelist") -> str:
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = 0
+    # Java's (?flags) applies from where it stands to the end of its group, across later alternatives;
+    # Python allows flags only at the start, so each affected stretch becomes a scoped (?flags:...).
+    scoped: list[list[str]] = [[]]  # per open group: scoped flag groups currently open
     while i < n:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
@@ -118,6 +124,25 @@ def java_regex_to_python(pattern: str, option: str = "--whitelist") -> str:
                 i += 1
             i += 1
             continue
+        if not in_class:
+            flags = _INLINE_FLAGS.match(pattern, i)
+            if flags:
+                kept = "".join(f for f in flags.group(1) if f in "imsx-").strip("-")
+                if kept and (out or i > 0):
+                    out.append(f"(?{kept}:")
+                    scoped[-1].append(kept)
+                elif kept:
+                    out.append(f"(?{kept})")
+                i = flags.end()
+                continue
+            if c == "(":
+                scoped.append([])
+            elif c == ")" and len(scoped) > 1:
+                out.append(")" * len(scoped.pop()))
+            elif c == "|" and scoped[-1]:
+                out.append(")" * len(scoped[-1]) + "|" + "".join(f"(?{f}:" for f in scoped[-1]))
+                i += 1
+                continue
         if c == "]" and in_class:
             in_class -= 1
         elif c == "&" and in_class and pattern.startswith("&&", i):
@@ -130,6 +155,7 @@ def java_regex_to_python(pattern: str, option: str = "--whitelist") -> str:
             continue
         out.append(c)
         i += 1
+    out.append(")" * len(scoped[0]))
     return "".join(out)
 
 

@@ -64,8 +64,11 @@ class LoginModule:
 
     def __post_init__(self) -> None:
         if self.flag not in CONTROL_FLAGS:
-            raise ConfigError(f"invalid login module control flag {self.flag!r}", key=self.class_name,
-                              fix=f"use one of {', '.join(CONTROL_FLAGS)}")
+            raise ConfigError(
+                f"invalid login module control flag {self.flag!r}",
+                key=self.class_name,
+                fix=f"use one of {', '.join(CONTROL_FLAGS)}",
+            )
 
     def __repr__(self) -> str:
         shown = {k: ("***" if _is_secret(k) else v) for k, v in self.options.items()}
@@ -138,8 +141,9 @@ class _Lexer:
             elif text.startswith("/*", self.pos):
                 close = text.find("*/", self.pos + 2)
                 if close < 0:
-                    raise self.fail("comment opened with '/*' is not closed", self.line_at(self.pos),
-                                    "close it with '*/'")
+                    raise self.fail(
+                        "comment opened with '/*' is not closed", self.line_at(self.pos), "close it with '*/'"
+                    )
                 self.pos = close + 2
             else:
                 return
@@ -176,9 +180,12 @@ class _Lexer:
         while True:
             if i >= n or text[i] in "\r\n":
                 what = f"the quoted value of option {value_of!r}" if value_of else "a quoted string"
-                raise self.fail(f"{what} is not closed", line,
-                                f"end it with {quote} on the same line (a backslash before a quote "
-                                f"makes it part of the text)")
+                raise self.fail(
+                    f"{what} is not closed",
+                    line,
+                    f"end it with {quote} on the same line (a backslash before a quote "
+                    f"makes it part of the text)",
+                )
             c = text[i]
             i += 1
             if c == quote:
@@ -229,20 +236,29 @@ class _Parser:
         if token.quote == "'" and not self.inline and not section_name:
             # The JDK's JAAS file parser takes only double quotes there (Kafka's inline parser takes both).
             what = f"the value of option {value_of!r}" if value_of else "a quoted string"
-            raise self.fail(f"{what} is in single quotes, which a JAAS file does not accept", token.line,
-                            "use double quotes")
+            raise self.fail(
+                f"{what} is in single quotes, which a JAAS file does not accept",
+                token.line,
+                "use double quotes",
+            )
         return token
 
     def _check_name(self, token: _Token, what: str, example: str) -> str:
         if token.numeric:
-            raise self.fail(f"{what} {token.text!r} must be quoted or start with a letter", token.line,
-                            f"write it in double quotes, e.g. {example}")
+            raise self.fail(
+                f"{what} {token.text!r} must be quoted or start with a letter",
+                token.line,
+                f"write it in double quotes, e.g. {example}",
+            )
         return token.text
 
     def _refuse_hash(self, token: _Token, hide: bool) -> None:
         if token.kind == "other" and token.text == "#" and not hide:
-            raise self.fail("'#' does not start a comment in JAAS configuration", token.line,
-                            "write comments as // ... or /* ... */")
+            raise self.fail(
+                "'#' does not start a comment in JAAS configuration",
+                token.line,
+                "write comments as // ... or /* ... */",
+            )
 
     # -- the two forms -------------------------------------------------------------------------
 
@@ -252,28 +268,41 @@ class _Parser:
         while token.kind != "eof":
             if not token.is_name:
                 self._refuse_hash(token, False)
-                raise self.fail(f"expected a section name, found {_describe(token)}", token.line,
-                                "start each section with its name and '{', e.g. KafkaClient {")
+                raise self.fail(
+                    f"expected a section name, found {_describe(token)}",
+                    token.line,
+                    "start each section with its name and '{', e.g. KafkaClient {",
+                )
             name = self._check_name(token, "section name", '"KafkaClient" {')
             brace = self._next()
             if not brace.is_symbol("{"):
-                raise self.fail(f"section name {name!r} is not followed by '{{'", brace.line,
-                                f"write {name} {{ followed by its login modules and '}};'")
+                raise self.fail(
+                    f"section name {name!r} is not followed by '{{'",
+                    brace.line,
+                    f"write {name} {{ followed by its login modules and '}};'",
+                )
             if name in sections:
-                raise self.fail(f"section {name!r} is defined twice", token.line,
-                                f"merge the two {name} sections into one")
+                raise self.fail(
+                    f"section {name!r} is defined twice",
+                    token.line,
+                    f"merge the two {name} sections into one",
+                )
             modules: list[LoginModule] = []
             token = self._next()
             while not token.is_symbol("}"):
                 if token.kind == "eof":
-                    raise self.fail(f"section {name!r} is not closed", self.last_line,
-                                    "end the section with '};'")
+                    raise self.fail(
+                        f"section {name!r} is not closed", self.last_line, "end the section with '};'"
+                    )
                 modules.append(self._entry(token, f"section {name!r}"))
                 token = self._next()
             semicolon = self._next()
             if not semicolon.is_symbol(";"):
-                raise self.fail(f"section {name!r} is closed with '}}' but not '}};'", token.line,
-                                "end the section with '};' (a ';' after the '}')")
+                raise self.fail(
+                    f"section {name!r} is closed with '}}' but not '}};'",
+                    token.line,
+                    "end the section with '};' (a ';' after the '}')",
+                )
             sections[name] = modules
             token = self._next(section_name=True)
         return sections
@@ -283,15 +312,21 @@ class _Parser:
         token = self._next()
         while token.kind != "eof":
             if token.is_symbol("{") or token.is_symbol("}"):
-                raise self.fail("the inline JAAS form has no sections and no braces", token.line,
-                                f"write only the login module entries: {_ENTRY_SHAPE}")
+                raise self.fail(
+                    "the inline JAAS form has no sections and no braces",
+                    token.line,
+                    f"write only the login module entries: {_ENTRY_SHAPE}",
+                )
             modules.append(self._entry(token, None))
             token = self._next()
         if not modules:
-            raise self.fail("no login module is given", self.last_line,
-                            f"set it to {_ENTRY_SHAPE}, e.g. "
-                            'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="..." password="...";')
+            raise self.fail(
+                "no login module is given",
+                self.last_line,
+                f"set it to {_ENTRY_SHAPE}, e.g. "
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="..." password="...";',
+            )
         return modules
 
     # -- one entry: <class> <flag> key=value ... ; -----------------------------------------------
@@ -300,21 +335,33 @@ class _Parser:
         place = f" in {section}" if section else ""
         if not first.is_name:
             self._refuse_hash(first, False)
-            raise self.fail(f"expected a login module class name{place}, found {_describe(first)}",
-                            first.line, f"write each login module as {_ENTRY_SHAPE}")
+            raise self.fail(
+                f"expected a login module class name{place}, found {_describe(first)}",
+                first.line,
+                f"write each login module as {_ENTRY_SHAPE}",
+            )
         class_name = self._check_name(first, "login module class name", '"com.example.LoginModule"')
         if not class_name:
-            raise self.fail(f"empty login module class name{place}", first.line,
-                            f"write each login module as {_ENTRY_SHAPE}")
+            raise self.fail(
+                f"empty login module class name{place}",
+                first.line,
+                f"write each login module as {_ENTRY_SHAPE}",
+            )
         module = f"login module {class_name!r}"
         flag_token = self._next()
         if self.inline and flag_token.is_symbol("{"):
-            raise self.fail("the inline JAAS form has no sections and no braces", flag_token.line,
-                            f"drop '{class_name} {{' and the closing '}};', leaving {_ENTRY_SHAPE}")
+            raise self.fail(
+                "the inline JAAS form has no sections and no braces",
+                flag_token.line,
+                f"drop '{class_name} {{' and the closing '}};', leaving {_ENTRY_SHAPE}",
+            )
         if not flag_token.is_name or flag_token.text.upper() not in _UPPER_FLAGS:
             found = f"{flag_token.text!r}" if flag_token.kind == "word" else _describe(flag_token)
-            raise self.fail(f"{module} has no valid control flag (found {found})", flag_token.line,
-                            f"put one of {', '.join(CONTROL_FLAGS)} right after the class name")
+            raise self.fail(
+                f"{module} has no valid control flag (found {found})",
+                flag_token.line,
+                f"put one of {', '.join(CONTROL_FLAGS)} right after the class name",
+            )
         flag = CONTROL_FLAGS[_UPPER_FLAGS.index(flag_token.text.upper())]
         options: dict[str, str] = {}
         previous: str | None = None  # the option read last
@@ -324,45 +371,68 @@ class _Parser:
             if token.is_symbol(";"):
                 return LoginModule(class_name, flag, options)
             if token.kind == "eof" or token.is_symbol("}"):
-                fix = ("Kafka requires a ';' after the last option: add ';' at the end of the value"
-                       if self.inline else
-                       "end the entry with ';' after its last option (and the section with '};')")
+                fix = (
+                    "Kafka requires a ';' after the last option: add ';' at the end of the value"
+                    if self.inline
+                    else "end the entry with ';' after its last option (and the section with '};')"
+                )
                 raise self.fail(f"{module} does not end with ';'", end_line, fix)
             if token.glued and previous is not None:
-                raise self.fail(f"the value of option {previous!r} of {module} must be quoted",
-                                token.line, f'write {previous}="..."; {_BARE_VALUE_FIX}')
+                raise self.fail(
+                    f"the value of option {previous!r} of {module} must be quoted",
+                    token.line,
+                    f'write {previous}="..."; {_BARE_VALUE_FIX}',
+                )
             # What follows a value can be a stray piece of it: only show it if that value is no secret.
             hide = previous is not None and _is_secret(previous)
             if not token.is_name:
                 self._refuse_hash(token, hide)
                 after = f" after option {previous!r}" if previous else ""
-                raise self.fail(f"expected an option (key=value) or ';'{after} in {module}, "
-                                f"found {_describe(token, hide)}", token.line,
-                                f"write options as key=value and quote values; {_BARE_VALUE_FIX}")
+                raise self.fail(
+                    f"expected an option (key=value) or ';'{after} in {module}, "
+                    f"found {_describe(token, hide)}",
+                    token.line,
+                    f"write options as key=value and quote values; {_BARE_VALUE_FIX}",
+                )
             equals = self._next()
             if not equals.is_symbol("="):
                 if token.kind == "word" and not hide:
                     problem = f"option {token.text!r} of {module} has no '=' and value"
                 else:
                     problem = f"text after option {previous!r} of {module} is not a key=value option"
-                raise self.fail(problem, token.line,
-                                'write options as key=value and quote values with blanks, e.g. key="a b"')
+                raise self.fail(
+                    problem,
+                    token.line,
+                    'write options as key=value and quote values with blanks, e.g. key="a b"',
+                )
             if token.numeric:
                 name = "an option name" if hide else f"option name {token.text!r}"
-                raise self.fail(f"{name} of {module} must be quoted or start with a letter", token.line,
-                                'write it in double quotes, e.g. "option"=value')
+                raise self.fail(
+                    f"{name} of {module} must be quoted or start with a letter",
+                    token.line,
+                    'write it in double quotes, e.g. "option"=value',
+                )
             key = token.text
             value = self._next(value_of=key)
             if value.kind == "other" or value.numeric or (value.kind == "word" and _glued_other(self.lexer)):
-                raise self.fail(f"the value of option {key!r} of {module} must be quoted", value.line,
-                                f'write {key}="..."; {_BARE_VALUE_FIX}')
+                raise self.fail(
+                    f"the value of option {key!r} of {module} must be quoted",
+                    value.line,
+                    f'write {key}="..."; {_BARE_VALUE_FIX}',
+                )
             if not value.is_name:
-                raise self.fail(f"option {key!r} of {module} has no value", value.line,
-                                f'write {key}="..." (an empty value is written {key}="")')
+                raise self.fail(
+                    f"option {key!r} of {module} has no value",
+                    value.line,
+                    f'write {key}="..." (an empty value is written {key}="")',
+                )
             if not self.inline and "${" in value.text:
-                raise self.fail(f"the value of option {key!r} of {module} uses ${{...}} (a Java system "
-                                f"property), which kmirror cannot expand", value.line,
-                                "write the value out in full")
+                raise self.fail(
+                    f"the value of option {key!r} of {module} uses ${{...}} (a Java system "
+                    f"property), which kmirror cannot expand",
+                    value.line,
+                    "write the value out in full",
+                )
             options[key] = value.text
             previous = key
             end_line = value.line

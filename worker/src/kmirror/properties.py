@@ -63,18 +63,26 @@ def _read_config_text(origin: str, kind: str) -> str:
     try:
         data = Path(origin).read_bytes()
     except FileNotFoundError:
-        raise ConfigError("file not found", origin=origin,
-                          fix=f"check the path of the {kind} file (relative paths start in the "
-                              f"directory kmirror is run from)") from None
+        raise ConfigError(
+            "file not found",
+            origin=origin,
+            fix=f"check the path of the {kind} file (relative paths start in the "
+            f"directory kmirror is run from)",
+        ) from None
     except IsADirectoryError:
-        raise ConfigError("is a directory, not a file", origin=origin,
-                          fix=f"give the path of the {kind} file itself") from None
+        raise ConfigError(
+            "is a directory, not a file", origin=origin, fix=f"give the path of the {kind} file itself"
+        ) from None
     except PermissionError:
-        raise ConfigError("permission denied", origin=origin,
-                          fix="make the file readable by the user that runs kmirror") from None
+        raise ConfigError(
+            "permission denied", origin=origin, fix="make the file readable by the user that runs kmirror"
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read the file ({exc.strerror or exc})", origin=origin,
-                          fix=f"check that the path names a readable {kind} file") from None
+        raise ConfigError(
+            f"cannot read the file ({exc.strerror or exc})",
+            origin=origin,
+            fix=f"check that the path names a readable {kind} file",
+        ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -177,8 +185,9 @@ def _split_entry(chars: list[str], lines: list[int], origin: str) -> tuple[str, 
     return key, value
 
 
-def _unescape(chars: list[str], start: int, end: int, lines: list[int], *, origin: str,
-              key: str | None) -> str:
+def _unescape(
+    chars: list[str], start: int, end: int, lines: list[int], *, origin: str, key: str | None
+) -> str:
     """Decode the escapes of ``chars[start:end]``; ``key`` is None when decoding the key itself."""
     out: list[str] = []
     i = start
@@ -194,13 +203,16 @@ def _unescape(chars: list[str], start: int, end: int, lines: list[int], *, origi
         if c != "u":
             out.append(_SIMPLE_ESCAPES.get(c, c))
             continue
-        digits = chars[i:i + 4]
+        digits = chars[i : i + 4]
         if i + 4 > end or not all(d in _HEX_DIGITS for d in digits):
             place = "in a key" if key is None else f"in the value of {key!r}"
             raise ConfigError(
-                f"malformed \\uXXXX escape {place}", origin=origin, key=f"line {lines[i - 2]}",
+                f"malformed \\uXXXX escape {place}",
+                origin=origin,
+                key=f"line {lines[i - 2]}",
                 fix="write \\u followed by exactly four hex digits (e.g. \\u00e9), "
-                    "or \\\\ for a literal backslash")
+                "or \\\\ for a literal backslash",
+            )
         i += 4
         code = int("".join(digits), 16)
         if 0xDC00 <= code <= 0xDFFF and out and "\ud800" <= out[-1] <= "\udbff":

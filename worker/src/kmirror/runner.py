@@ -82,7 +82,9 @@ def run(specs: list[StreamSpec], level: str = "INFO") -> int:
     if len(specs) == 1:
         return run_stream(specs[0])
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_child, args=(s, level, os.getpid()), name=f"stream-{s.label}") for s in specs]
+    procs = [
+        ctx.Process(target=_child, args=(s, level, os.getpid()), name=f"stream-{s.label}") for s in specs
+    ]
     stopping = False
 
     def stop_all() -> None:

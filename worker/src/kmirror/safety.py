@@ -96,6 +96,8 @@ ENGINE_OWNED: dict[Role, dict[str, str]] = {
     "producer": {"partitioner": "murmur2_random", "delivery.report.only.error": "true"},
 }
 
+IDEMPOTENCE = "enable.idempotence"
+
 # The mirror's own options that decide whether records can be lost.
 ABORT_ON_SEND_FAILURE_WHY = (
     "without it a record that cannot be delivered is logged and skipped, and the mirror commits past it"
@@ -132,7 +134,12 @@ def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
     engine-owned values over everything. Unsafe values the operator set stay: the caller refuses
     them unless ``--allow.unsafe`` was given (see :func:`violations`)."""
     out = {**DEFAULTS[role], **settings}
+    unsafe_kept = violations(settings, role, "")
     for req in REQUIRED[role]:
+        if req.key == IDEMPOTENCE and unsafe_kept and req.key not in settings:
+            # librdkafka refuses idempotence with acks!=all, retries=0 or >5 in flight: an operator who
+            # allowed those gets the plain producer they asked for (the verdict says UNSAFE).
+            out[req.key] = "false"
         out.setdefault(req.key, req.value)
     out.update(ENGINE_OWNED[role])
     return out

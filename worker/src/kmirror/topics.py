@@ -1,7 +1,11 @@
-"""Destination topics: created by kmirror with the source's partition count and explicitly set configs.
+"""Destination topics: created by kmirror with the source's partition count and topic configs.
 
 Never left to the target broker's auto-creation (which would use the broker's default partition count
-and configs). Used by the engine before it subscribes to a topic, and by the Ansible topics module.
+and configs). A mirror is a replica: the destination gets the source topic's effective topic-level
+configs (retention, cleanup policy, compression, ...), whether they were set on the topic or inherited
+from the source brokers, so it behaves the same whatever the target brokers' defaults are. Settings
+that describe the source cluster rather than the data are not copied (:data:`NOT_COPIED`).
+Used by the engine before it subscribes to a topic, and by the Ansible topics module.
 """
 
 from __future__ import annotations
@@ -11,14 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kmirror.errors import KmirrorError
 
 log = logging.getLogger(__name__)
 
-# Topic configs that describe the source cluster rather than the data, or that would change what the
-# mirror writes (LogAppendTime would replace the source timestamps kmirror copies).
+# Cluster-specific settings, and message.timestamp.type: LogAppendTime on the target would replace the
+# source timestamps that kmirror copies.
 NOT_COPIED = frozenset(
     {
         "leader.replication.throttled.replicas",
@@ -29,16 +33,13 @@ NOT_COPIED = frozenset(
         "message.timestamp.before.max.ms",
         "message.timestamp.after.max.ms",
         "unclean.leader.election.enable",
-        "confluent.placement.constraints",
+        "remote.storage.enable",
+        "local.retention.ms",
+        "local.retention.bytes",
+        "message.format.version",
     }
 )
-_BROKER_SOURCES = frozenset(
-    {
-        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
-        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
-        ConfigSource.STATIC_BROKER_CONFIG.value,
-    }
-)
+NOT_COPIED_PREFIXES = ("confluent.",)
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,15 @@ class TopicError(KmirrorError):
     pass
 
 
-def explicit_configs(entries: Mapping[str, object]) -> dict[str, str]:
-    """The topic-level overrides among described config entries (not defaults, not broker-wide)."""
+def replicable_configs(entries: Mapping[str, object]) -> dict[str, str]:
+    """The described topic configs a destination topic is created with."""
     out = {}
     for name, entry in entries.items():
-        source = getattr(entry, "source", None)
         if (
             name in NOT_COPIED
-            or getattr(entry, "is_default", False)
+            or name.startswith(NOT_COPIED_PREFIXES)
             or getattr(entry, "is_read_only", False)
             or getattr(entry, "is_sensitive", False)
-            or source in _BROKER_SOURCES
         ):
             continue
         value = getattr(entry, "value", None)
@@ -76,7 +75,7 @@ def partition_counts(admin: AdminClient, timeout: float = 10.0) -> dict[str, int
     return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
 
-def describe_explicit_configs(
+def describe_configs(
     admin: AdminClient,
     topics: Iterable[str],
     timeout: float = 10.0,
@@ -86,7 +85,7 @@ def describe_explicit_configs(
         return {}
     out = {}
     for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
-        out[res.name] = explicit_configs(fut.result())
+        out[res.name] = replicable_configs(fut.result())
     return out
 
 
@@ -131,7 +130,7 @@ def ensure(
     """Make every wanted topic exist on the target; return the target's partition count of each."""
     existing = partition_counts(target)
     missing = [t for t in wanted if t not in existing]
-    specs = plan(wanted, existing, describe_explicit_configs(source, missing))
+    specs = plan(wanted, existing, describe_configs(source, missing))
     for name in create(target, specs, replication_factor=replication_factor):
         spec = next(s for s in specs if s.name == name)
         log.info(

@@ -64,21 +64,29 @@ def test_file_with_two_sections_and_comments() -> None:
     sections = parse_jaas_file(JAAS_FILE, "jaas.conf")
     assert list(sections) == ["KafkaClient", "Client"]
     assert sections["KafkaClient"] == [
-        LoginModule(KRB5, "required", {
-            "useKeyTab": "true",
-            "keyTab": "/etc/security/keytabs/mirror.keytab",
-            "storeKey": "true",
-            "useTicketCache": "false",
-            "serviceName": "kafka",
-            "principal": "mirrormaker/host.example.com@EXAMPLE.COM",
-        }),
+        LoginModule(
+            KRB5,
+            "required",
+            {
+                "useKeyTab": "true",
+                "keyTab": "/etc/security/keytabs/mirror.keytab",
+                "storeKey": "true",
+                "useTicketCache": "false",
+                "serviceName": "kafka",
+                "principal": "mirrormaker/host.example.com@EXAMPLE.COM",
+            },
+        ),
     ]
     assert sections["Client"] == [
-        LoginModule(KRB5, "required", {
-            "useKeyTab": "true",
-            "keyTab": "/etc/security/keytabs/zk.keytab",
-            "principal": "zkclient@EXAMPLE.COM",
-        }),
+        LoginModule(
+            KRB5,
+            "required",
+            {
+                "useKeyTab": "true",
+                "keyTab": "/etc/security/keytabs/zk.keytab",
+                "principal": "zkclient@EXAMPLE.COM",
+            },
+        ),
         LoginModule("org.example.AuditLoginModule", "optional", {}),
     ]
 
@@ -117,7 +125,8 @@ def test_empty_file_and_empty_section() -> None:
 def test_file_accepts_star_in_bare_words() -> None:
     text = "Server { org.X required principal=* realm=*.EXAMPLE.COM; };"
     assert parse_jaas_file(text, "jaas.conf")["Server"][0].options == {
-        "principal": "*", "realm": "*.EXAMPLE.COM",
+        "principal": "*",
+        "realm": "*.EXAMPLE.COM",
     }
 
 
@@ -164,20 +173,26 @@ def test_inline_scram_with_escaped_quote_and_backslash() -> None:
 
 
 def test_inline_krb5() -> None:
-    value = (f'{KRB5} required useKeyTab=true storeKey=true '
-             'keyTab="/etc/security/keytabs/mirror.keytab" principal="mirror/h.example.com@EXAMPLE.COM";')
+    value = (
+        f"{KRB5} required useKeyTab=true storeKey=true "
+        'keyTab="/etc/security/keytabs/mirror.keytab" principal="mirror/h.example.com@EXAMPLE.COM";'
+    )
     assert parse_inline(value) == [
-        LoginModule(KRB5, "required", {
-            "useKeyTab": "true",
-            "storeKey": "true",
-            "keyTab": "/etc/security/keytabs/mirror.keytab",
-            "principal": "mirror/h.example.com@EXAMPLE.COM",
-        }),
+        LoginModule(
+            KRB5,
+            "required",
+            {
+                "useKeyTab": "true",
+                "storeKey": "true",
+                "keyTab": "/etc/security/keytabs/mirror.keytab",
+                "principal": "mirror/h.example.com@EXAMPLE.COM",
+            },
+        ),
     ]
 
 
 def test_inline_several_modules_and_comments() -> None:
-    value = 'a.One required x=y; /* second: */ b.Two OPTIONAL; // trailing comment'
+    value = "a.One required x=y; /* second: */ b.Two OPTIONAL; // trailing comment"
     assert parse_inline(value) == [
         LoginModule("a.One", "required", {"x": "y"}),
         LoginModule("b.Two", "optional", {}),
@@ -186,8 +201,14 @@ def test_inline_several_modules_and_comments() -> None:
 
 @pytest.mark.parametrize(
     ("flag", "expected"),
-    [("required", "required"), ("REQUIRED", "required"), ("Requisite", "requisite"),
-     ("sufficient", "sufficient"), ("optional", "optional"), ('"required"', "required")],
+    [
+        ("required", "required"),
+        ("REQUIRED", "required"),
+        ("Requisite", "requisite"),
+        ("sufficient", "sufficient"),
+        ("optional", "optional"),
+        ('"required"', "required"),
+    ],
 )
 def test_control_flags_are_case_insensitive_and_lower_cased(flag: str, expected: str) -> None:
     assert parse_inline(f"org.X {flag};")[0].flag == expected
@@ -284,15 +305,23 @@ def test_inline_with_section_braces() -> None:
         ("org.X required a=;", "option 'a' of login module 'org.X' has no value"),
         ("org.X required =b;", "expected an option (key=value) or ';' in login module 'org.X', found '='"),
         ("org.X required debug=1;", "the value of option 'debug' of login module 'org.X' must be quoted"),
-        ("org.X required keyTab=/etc/k.keytab;",
-         "the value of option 'keyTab' of login module 'org.X' must be quoted"),
-        ("org.X required principal=a/b@R;",
-         "the value of option 'principal' of login module 'org.X' must be quoted"),
-        ("org.X required principal=*;",
-         "the value of option 'principal' of login module 'org.X' must be quoted"),
+        (
+            "org.X required keyTab=/etc/k.keytab;",
+            "the value of option 'keyTab' of login module 'org.X' must be quoted",
+        ),
+        (
+            "org.X required principal=a/b@R;",
+            "the value of option 'principal' of login module 'org.X' must be quoted",
+        ),
+        (
+            "org.X required principal=*;",
+            "the value of option 'principal' of login module 'org.X' must be quoted",
+        ),
         ('org.X required a="b"c;', "the value of option 'a' of login module 'org.X' must be quoted"),
-        ("org.X required 1a=b;",
-         "option name '1a' of login module 'org.X' must be quoted or start with a letter"),
+        (
+            "org.X required 1a=b;",
+            "option name '1a' of login module 'org.X' must be quoted or start with a letter",
+        ),
         ('"" required;', "empty login module class name"),
         ("1.X required;", "login module class name '1.X' must be quoted or start with a letter"),
         ("# comment\norg.X required;", "'#' does not start a comment in JAAS configuration"),
@@ -351,49 +380,79 @@ def test_errors_never_show_secret_values(value: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("KafkaClient {\n  org.X required\n  a=b\n};\n",
-         "jaas.conf: line 3: login module 'org.X' does not end with ';'; "
-         "end the entry with ';' after its last option (and the section with '};')"),
-        ("KafkaClient {\n  org.X required a=b;\n}\nClient { org.Y required; };\n",
-         "jaas.conf: line 3: section 'KafkaClient' is closed with '}' but not '};'; "
-         "end the section with '};' (a ';' after the '}')"),
-        ("KafkaClient {\n  org.X required a=b;\n",
-         "jaas.conf: line 2: section 'KafkaClient' is not closed; end the section with '};'"),
-        ("KafkaClient\n  org.X required a=b;\n};\n",
-         "jaas.conf: line 2: section name 'KafkaClient' is not followed by '{'; "
-         "write KafkaClient { followed by its login modules and '};'"),
-        ("A { org.X required; };\n\nA { org.Y required; };\n",
-         "jaas.conf: line 3: section 'A' is defined twice; merge the two A sections into one"),
-        ("# comment\nKafkaClient { org.X required; };",
-         "jaas.conf: line 1: '#' does not start a comment in JAAS configuration; "
-         "write comments as // ... or /* ... */"),
-        ("KafkaClient {\n  org.X required a=b; # note\n};",
-         "jaas.conf: line 2: '#' does not start a comment in JAAS configuration; "
-         "write comments as // ... or /* ... */"),
-        ("KafkaClient {\n  org.X nope;\n};",
-         "jaas.conf: line 2: login module 'org.X' has no valid control flag (found 'nope'); "
-         "put one of required, requisite, sufficient, optional right after the class name"),
-        ("KafkaClient {\n  org.X required\n  keyTab='/k.keytab';\n};",
-         "jaas.conf: line 3: the value of option 'keyTab' is in single quotes, "
-         "which a JAAS file does not accept; use double quotes"),
-        ('KafkaClient {\n  org.X required\n  keyTab="${user.home}/k.keytab";\n};',
-         "jaas.conf: line 3: the value of option 'keyTab' of login module 'org.X' uses ${...} "
-         "(a Java system property), which kmirror cannot expand; write the value out in full"),
-        ("KafkaClient {\n  org.X required\n  keyTab=/etc/k.keytab;\n};",
-         "jaas.conf: line 3: the value of option 'keyTab' of login module 'org.X' must be quoted; "
-         'write keyTab="..."; bare values may only hold letters, digits and . - _ $ '
-         "and must start with a letter"),
-        ('KafkaClient {\n  org.X required\n  principal="unterminated;\n};',
-         "jaas.conf: line 3: the quoted value of option 'principal' is not closed; "
-         'end it with " on the same line (a backslash before a quote makes it part of the text)'),
-        ("KafkaClient {\n  org.X required; /* comment\n};",
-         "jaas.conf: line 2: comment opened with '/*' is not closed; close it with '*/'"),
-        ("KafkaClient { org.X required; };\n;",
-         "jaas.conf: line 2: expected a section name, found ';'; "
-         "start each section with its name and '{', e.g. KafkaClient {"),
-        ("KafkaClient { ; };",
-         "jaas.conf: line 1: expected a login module class name in section 'KafkaClient', found ';'; "
-         "write each login module as <LoginModuleClass> <flag> key=value ... ;"),
+        (
+            "KafkaClient {\n  org.X required\n  a=b\n};\n",
+            "jaas.conf: line 3: login module 'org.X' does not end with ';'; "
+            "end the entry with ';' after its last option (and the section with '};')",
+        ),
+        (
+            "KafkaClient {\n  org.X required a=b;\n}\nClient { org.Y required; };\n",
+            "jaas.conf: line 3: section 'KafkaClient' is closed with '}' but not '};'; "
+            "end the section with '};' (a ';' after the '}')",
+        ),
+        (
+            "KafkaClient {\n  org.X required a=b;\n",
+            "jaas.conf: line 2: section 'KafkaClient' is not closed; end the section with '};'",
+        ),
+        (
+            "KafkaClient\n  org.X required a=b;\n};\n",
+            "jaas.conf: line 2: section name 'KafkaClient' is not followed by '{'; "
+            "write KafkaClient { followed by its login modules and '};'",
+        ),
+        (
+            "A { org.X required; };\n\nA { org.Y required; };\n",
+            "jaas.conf: line 3: section 'A' is defined twice; merge the two A sections into one",
+        ),
+        (
+            "# comment\nKafkaClient { org.X required; };",
+            "jaas.conf: line 1: '#' does not start a comment in JAAS configuration; "
+            "write comments as // ... or /* ... */",
+        ),
+        (
+            "KafkaClient {\n  org.X required a=b; # note\n};",
+            "jaas.conf: line 2: '#' does not start a comment in JAAS configuration; "
+            "write comments as // ... or /* ... */",
+        ),
+        (
+            "KafkaClient {\n  org.X nope;\n};",
+            "jaas.conf: line 2: login module 'org.X' has no valid control flag (found 'nope'); "
+            "put one of required, requisite, sufficient, optional right after the class name",
+        ),
+        (
+            "KafkaClient {\n  org.X required\n  keyTab='/k.keytab';\n};",
+            "jaas.conf: line 3: the value of option 'keyTab' is in single quotes, "
+            "which a JAAS file does not accept; use double quotes",
+        ),
+        (
+            'KafkaClient {\n  org.X required\n  keyTab="${user.home}/k.keytab";\n};',
+            "jaas.conf: line 3: the value of option 'keyTab' of login module 'org.X' uses ${...} "
+            "(a Java system property), which kmirror cannot expand; write the value out in full",
+        ),
+        (
+            "KafkaClient {\n  org.X required\n  keyTab=/etc/k.keytab;\n};",
+            "jaas.conf: line 3: the value of option 'keyTab' of login module 'org.X' must be quoted; "
+            'write keyTab="..."; bare values may only hold letters, digits and . - _ $ '
+            "and must start with a letter",
+        ),
+        (
+            'KafkaClient {\n  org.X required\n  principal="unterminated;\n};',
+            "jaas.conf: line 3: the quoted value of option 'principal' is not closed; "
+            'end it with " on the same line (a backslash before a quote makes it part of the text)',
+        ),
+        (
+            "KafkaClient {\n  org.X required; /* comment\n};",
+            "jaas.conf: line 2: comment opened with '/*' is not closed; close it with '*/'",
+        ),
+        (
+            "KafkaClient { org.X required; };\n;",
+            "jaas.conf: line 2: expected a section name, found ';'; "
+            "start each section with its name and '{', e.g. KafkaClient {",
+        ),
+        (
+            "KafkaClient { ; };",
+            "jaas.conf: line 1: expected a login module class name in section 'KafkaClient', found ';'; "
+            "write each login module as <LoginModuleClass> <flag> key=value ... ;",
+        ),
     ],
 )
 def test_file_syntax_errors(text: str, expected: str) -> None:

@@ -55,8 +55,13 @@ def test_legacy_mirrormaker_producer_config() -> None:
 
 def test_keys_keep_file_order() -> None:
     assert list(parse_properties(LEGACY_PRODUCER)) == [
-        "zk.connect", "producer.type", "compression.codec", "serializer.class", "max.message.size",
-        "queue.time", "queue.enqueueTimeout.ms",
+        "zk.connect",
+        "producer.type",
+        "compression.codec",
+        "serializer.class",
+        "max.message.size",
+        "queue.time",
+        "queue.enqueueTimeout.ms",
     ]
 
 

@@ -1,0 +1,366 @@
+"""`kmirror run` against real embedded brokers: fidelity, topics, filters, failures, restarts."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from confluent_kafka.admin import AdminClient, ConfigResource
+from conftest import (
+    KMIRROR,
+    LiveTraffic,
+    Rec,
+    Worker,
+    assert_mirrored,
+    by_partition,
+    committed,
+    consumer_file,
+    create_topic,
+    make_records,
+    produce,
+    producer_file,
+    read_all,
+    run_args,
+    topic_partitions,
+    wait_until,
+)
+
+from kmirror.embedded import clusters
+
+
+def murmur2(data: bytes) -> int:
+    """Java's org.apache.kafka.common.utils.Utils.murmur2, written out independently of librdkafka."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(length // 4):
+        k = int.from_bytes(data[i * 4 : i * 4 + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = length & ~3
+    rem = length % 4
+    if rem == 3:
+        h ^= data[tail + 2] << 16
+    if rem >= 2:
+        h ^= data[tail + 1] << 8
+    if rem >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def last_assignment(w: Worker) -> list[str]:
+    lines = [line for line in w.log().splitlines() if ": assigned " in line]
+    return lines[-1].split(": assigned ", 1)[1].split(", ") if lines else []
+
+
+def test_murmur2_matches_java_reference_values():
+    # Values from Kafka's own UtilsTest (signed 32-bit results).
+    def signed(v: int) -> int:
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    assert signed(murmur2(b"21")) == -973932308
+    assert signed(murmur2(b"foobar")) == -790332482
+    assert signed(murmur2(b"a-little-bit-long-string")) == -985981536
+    assert signed(murmur2(b"a-little-bit-longer-string")) == -1486304829
+    assert signed(murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8")) == -58897971
+    assert signed(murmur2(b"abc")) == 479470107
+
+
+def test_fidelity_topic_creation_and_clean_stop(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "orders", 3, {"retention.ms": "86400000", "max.message.bytes": "2000000"})
+    create_topic(src, "logs", 2)
+    records = make_records("orders", 3, 40) + make_records("logs", 2, 30)
+    # Edge cases: null key, tombstone (null value), a header with a null value, an empty value.
+    records += [
+        Rec("orders", 0, None, b"no-key", (), 1_700_000_100_000),
+        Rec("orders", 1, b"deleted", None, (), 1_700_000_100_001),
+        Rec("logs", 1, b"h", b"null-header", (("trace", None), ("trace", b"dup")), 1_700_000_100_002),
+        Rec("logs", 0, b"e", b"", (), 1_700_000_100_003),
+    ]
+    produce(src, records)
+
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            "orders, logs",
+            "--num.streams",
+            "2",
+        ),
+    )
+    workers.append(w)
+    target = read_all(tgt, ["orders", "logs"], len(records))
+    assert_mirrored(records, target, exact=True)
+
+    parts = topic_partitions(tgt)
+    assert parts["orders"] == 3 and parts["logs"] == 2
+    admin = AdminClient({"bootstrap.servers": tgt.bootstrap})
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "orders")])
+    configs = {k: v.value for f in described.values() for k, v in f.result().items()}
+    assert configs.get("retention.ms") == "86400000"
+    assert configs.get("max.message.bytes") == "2000000"
+
+    # Committed offsets reach the end of every partition, and SIGTERM exits 0.
+    ends = {tp: len(rs) for tp, rs in by_partition(records).items()}
+    wait_until(
+        lambda: all(
+            committed(src, "mirror", t, n).get(p) == ends[(t, p)]
+            for t, n in (("orders", 3), ("logs", 2))
+            for p in range(n)
+        ),
+        what="offsets committed up to the end",
+    )
+    assert w.stop(signal.SIGTERM) == 0
+    assert w.log().count("stopped cleanly") == 2
+
+
+def test_fewer_target_partitions_hash_keys_like_java(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "keyed", 4)
+    create_topic(tgt, "keyed", 2)  # exists already with fewer partitions: left as is
+    # As a keyed Java producer writes them: a key always lives in the same source partition.
+    keys = [b"customer-%d" % (i % 13) for i in range(200)]
+    records = [
+        Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
+        for i, k in enumerate(keys)
+    ]
+    produce(src, records)
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            "keyed",
+            "--num.streams",
+            "1",
+        ),
+    )
+    workers.append(w)
+    target = read_all(tgt, ["keyed"], len(records))
+    assert len(target) == len(records)
+    assert topic_partitions(tgt)["keyed"] == 2
+    for r in target:
+        assert r.partition == java_partition(r.key, 2), r
+    # Order per key is kept.
+    for key in {r.key for r in records}:
+        assert [r.value for r in target if r.key == key] == [r.value for r in records if r.key == key]
+    assert "placed by key hash" in w.log()
+
+
+def test_filters_internal_topics_and_new_topics_without_restart(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    for t in ("app.a", "app.b", "app.secret", "other", "__private"):
+        create_topic(src, t, 1)
+        produce(src, make_records(t, 1, 5))
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt),
+            "--include",
+            r"app\..*,__.*",
+            "--exclude",
+            ".*secret",
+            "--num.streams",
+            "1",
+        ),
+    )
+    workers.append(w)
+    read_all(tgt, ["app.a", "app.b"], 10)
+    # A topic that appears later is picked up by the running mirror.
+    create_topic(src, "app.c", 2)
+    later = make_records("app.c", 2, 10)
+    produce(src, later)
+    assert_mirrored(later, read_all(tgt, ["app.c"], len(later)), exact=True)
+    on_target = set(topic_partitions(tgt))
+    assert {"app.a", "app.b", "app.c"} <= on_target
+    assert not on_target & {"app.secret", "other", "__private"}
+    assert w.proc.poll() is None
+
+
+def test_kill9_mid_stream_then_restart_loses_nothing(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "live", 3)
+    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    with LiveTraffic(src, "live", 3) as traffic:
+        first = Worker(tmp_path, run_args(*cfiles, "--whitelist", "live", "--num.streams", "2"))
+        workers.append(first)
+        wait_until(
+            lambda: len(read_all(tgt, ["live"], 300, timeout=5, settle=0.2)) >= 300,
+            what="the first worker mirroring",
+        )
+        first.kill9()
+        time.sleep(1)
+        second = Worker(tmp_path, run_args(*cfiles, "--whitelist", "live", "--num.streams", "2"))
+        workers.append(second)
+        second.wait_for("assigned")
+        time.sleep(2)
+    sent = traffic.sent
+    assert len(sent) > 600
+    assert_mirrored(sent, read_all(tgt, ["live"], len(sent), timeout=90))
+    assert second.stop() == 0
+
+
+def test_two_workers_one_group_one_killed_the_other_takes_over(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "shared", 4)
+    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    with LiveTraffic(src, "shared", 4) as traffic:
+        a = Worker(tmp_path, run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "a")
+        b = Worker(tmp_path, run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "b")
+        workers.extend([a, b])
+        a.wait_for("assigned")
+        b.wait_for("assigned")
+        wait_until(
+            lambda: sorted(last_assignment(a) + last_assignment(b)) == [f"shared[{p}]" for p in range(4)],
+            timeout=30,
+            what="both workers sharing the group",
+        )
+        time.sleep(2)
+        a.kill9()
+        # b is given a's partitions once the group evicts a (session.timeout.ms=6000).
+        wait_until(
+            lambda: last_assignment(b) == [f"shared[{p}]" for p in range(4)],
+            timeout=60,
+            what="b owning every partition",
+        )
+        time.sleep(2)
+    sent = traffic.sent
+    assert_mirrored(sent, read_all(tgt, ["shared"], len(sent), timeout=90))
+    assert b.stop() == 0
+
+
+def test_paused_target_nothing_committed_unacknowledged_then_nothing_lost(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "steady", 2)
+    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    with LiveTraffic(src, "steady", 2) as traffic:
+        w = Worker(tmp_path, run_args(*cfiles, "--whitelist", "steady", "--num.streams", "1"))
+        workers.append(w)
+        w.wait_for("assigned")
+        time.sleep(2)
+        tgt.pause()
+        try:
+            time.sleep(1.5)
+            frozen = committed(src, "mirror", "steady", 2)
+            time.sleep(4)
+            # The source kept growing and the worker kept reading, but without acknowledgements
+            # from the target no offset moved.
+            assert committed(src, "mirror", "steady", 2) == frozen
+        finally:
+            tgt.resume()
+        time.sleep(3)
+    sent = traffic.sent
+    assert_mirrored(sent, read_all(tgt, ["steady"], len(sent), timeout=90))
+    wait_until(
+        lambda: sum(committed(src, "mirror", "steady", 2).values()) == len(sent),
+        what="commits catching up after the pause",
+    )
+    assert w.stop() == 0
+
+
+def test_send_failure_stops_without_committing_past_it(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "big", 1)
+    records = [
+        Rec("big", 0, b"k", b"x" * (5000 if i == 5 else 10), (), 1_700_000_000_000 + i) for i in range(10)
+    ]
+    produce(src, records)
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt, "message.max.bytes=2000\n"),
+            "--whitelist",
+            "big",
+            "--num.streams",
+            "1",
+        ),
+    )
+    workers.append(w)
+    assert w.proc.wait(60) == 3
+    log = w.log()
+    assert "send failed for source consumer topic big partition 0 offset 5" in log
+    assert "nothing after the last commit was committed" in log
+    assert committed(src, "mirror", "big", 1)[0] <= 5
+    on_target = read_all(tgt, ["big"], 5, timeout=20)
+    assert [r.value for r in on_target] == [r.value for r in records[:5]]
+
+
+def test_auto_offset_reset_latest_in_the_file_is_respected(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "fresh", 1)
+    produce(src, make_records("fresh", 1, 5))  # before the mirror group exists: not copied
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src, extra="auto.offset.reset=latest\n"),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            "fresh",
+            "--num.streams",
+            "1",
+        ),
+    )
+    workers.append(w)
+    w.wait_for("assigned")
+    time.sleep(2)
+    later = make_records("fresh", 1, 5, start=100)
+    produce(src, later)
+    assert_mirrored(later, read_all(tgt, ["fresh"], 5), exact=True)
+
+
+def test_several_source_clusters_in_one_process(tmp_path, workers):
+    with clusters("east", "west", "target", log_dir=tmp_path / "brokers") as c:
+        create_topic(c["east"], "east.orders", 2)
+        create_topic(c["west"], "west.orders", 2)
+        east, west = make_records("east.orders", 2, 20), make_records("west.orders", 2, 20)
+        produce(c["east"], east)
+        produce(c["west"], west)
+        files = [
+            consumer_file(tmp_path, c["east"], name="east.properties"),
+            consumer_file(tmp_path, c["west"], name="west.properties"),
+        ]
+        w = Worker(
+            tmp_path,
+            run_args(
+                files, producer_file(tmp_path, c["target"]), "--whitelist", ".*orders", "--num.streams", "1"
+            ),
+        )
+        workers.append(w)
+        got = read_all(c["target"], ["east.orders", "west.orders"], 80)
+        assert_mirrored(east + west, got, exact=True)
+        assert "east#0" in w.log() and "west#0" in w.log()
+        assert w.stop() == 0
+
+
+def test_bad_config_exits_2_and_touches_nothing(kafka, tmp_path):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "untouched", 1)
+    bad = producer_file(tmp_path, tgt, "acks=1\n")
+    proc = subprocess.run(
+        [*KMIRROR, "run", *run_args(consumer_file(tmp_path, src), bad, "--whitelist", ".*")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(bad) in lines[0] and "acks=1" in lines[0] and "acks=all" in lines[0]
+    assert "untouched" not in topic_partitions(tgt)

@@ -1,0 +1,403 @@
+"""kmirror.cli.main: one-line errors with exit 2, check-config verdicts, config-keys and defaults output.
+
+`kmirror run` is only called on inputs it must refuse before any client connects; a guard fails the
+test if a run ever gets as far as starting its streams.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from kmirror import runner, safety, translation
+from kmirror.cli import main
+
+DOCS_TABLE = Path(__file__).resolve().parents[3] / "docs" / "config-translation.md"
+
+CONSUMER = """\
+bootstrap.servers=127.0.0.1:1
+groupid=dp-MirrorMaker-group
+exclude.internal.topics=true
+mirror.topics.whitelist=app_log
+client.id=mirror_maker_consumer
+"""
+PRODUCER = """\
+bootstrap.servers=127.0.0.1:1
+acks=all
+batch.size=100
+client.id=mirror_maker_producer
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="mirror" password="sup3r-secret";
+"""
+UNSAFE_PRODUCER = """\
+bootstrap.servers=127.0.0.1:1
+acks=1
+batch.size=100
+client.id=mirror_maker_producer
+"""
+ZK_PRODUCER = """\
+zk.connect=hdp1:2181/kafka-test
+producer.type=async
+compression.codec=0
+serializer.class=kafka.serializer.DefaultEncoder
+max.message.size=10000000
+queue.time=1000
+queue.enqueueTimeout.ms=-1
+"""
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch):
+    def no_network(*args, **kwargs):
+        pytest.fail("kmirror run got past its checks and would have started mirroring")
+
+    monkeypatch.setattr(runner, "run", no_network)
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers  # `run` reconfigures logging before it fails
+    root.setLevel(level)
+
+
+@pytest.fixture
+def files(tmp_path):
+    out = {}
+    for name, text in {
+        "consumer": CONSUMER,
+        "producer": PRODUCER,
+        "unsafe": UNSAFE_PRODUCER,
+        "zk": ZK_PRODUCER,
+        "unknown": CONSUMER + "foo.bar=1\nfetch.wait.maxx.ms=5\n",
+        "jks": CONSUMER + "ssl.truststore.location=/etc/kafka/truststore.jks\n",
+        "no-filter": CONSUMER.replace("mirror.topics.whitelist=app_log\n", ""),
+        "autocommit": CONSUMER + "auto.commit.enabled=true\n",
+        "no-idempotence": PRODUCER + "enable.idempotence=false\n",
+    }.items():
+        path = tmp_path / f"{name}.properties"
+        path.write_text(text, encoding="utf-8")
+        out[name] = str(path)
+    return out
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors exit through SystemExit
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_usage_error(code: int, err: str) -> str:
+    """argparse's own errors: exit 2 and one line (reported by `kmirror` or by the subcommand)."""
+    assert code == 2, err
+    assert err.startswith("kmirror"), err
+    assert ": error: " in err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def assert_one_line_error(code: int, err: str, command: str) -> str:
+    assert code == 2, err
+    assert err.startswith(f"kmirror {command}: error: "), err
+    assert err.endswith("\n")
+    assert err.count("\n") == 1, err
+    return err
+
+
+# --- kmirror run: every refusal is one line and exit 2, before any network ---
+
+
+def run_error(capsys, files, *extra: str, consumer: str = "consumer", producer: str = "producer") -> str:
+    code, out, err = cli(
+        capsys, "run", "--consumer.config", files[consumer], "--producer.config", files[producer], *extra
+    )
+    assert_one_line_error(code, err, "run")
+    assert out == ""
+    return err
+
+
+def test_run_missing_consumer_file(capsys, files, tmp_path):
+    missing = str(tmp_path / "missing.properties")
+    files = {**files, "missing": missing}
+    err = run_error(capsys, files, consumer="missing")
+    assert missing in err
+
+
+def test_run_missing_producer_file(capsys, files, tmp_path):
+    files = {**files, "missing": str(tmp_path / "missing.properties")}
+    err = run_error(capsys, files, producer="missing")
+    assert "missing.properties" in err
+
+
+def test_run_zookeeper_producer(capsys, files):
+    err = run_error(capsys, files, producer="zk")
+    assert files["zk"] in err
+    assert "zk.connect" in err
+    assert "bootstrap.servers" in err
+
+
+def test_run_unsafe_producer(capsys, files):
+    err = run_error(capsys, files, producer="unsafe")
+    assert "acks=1" in err
+    assert "--allow.unsafe" in err
+
+
+def test_run_unsafe_consumer(capsys, files):
+    err = run_error(capsys, files, consumer="autocommit")
+    assert "enable.auto.commit=true" in err
+
+
+def test_run_unknown_keys(capsys, files):
+    err = run_error(capsys, files, consumer="unknown")
+    assert "foo.bar" in err
+    assert "fetch.wait.maxx.ms" in err
+
+
+def test_run_jks_truststore(capsys, files):
+    err = run_error(capsys, files, consumer="jks")
+    assert "ssl.truststore.location" in err
+    assert "ssl.ca.location" in err
+
+
+def test_run_without_any_topic_filter(capsys, files):
+    err = run_error(capsys, files, consumer="no-filter")
+    assert "--whitelist" in err
+
+
+def test_run_invalid_whitelist(capsys, files):
+    err = run_error(capsys, files, "--whitelist", "orders[a&&b]")
+    assert "--whitelist" in err
+
+
+def test_run_invalid_blacklist(capsys, files):
+    err = run_error(capsys, files, "--blacklist", "(tmp")
+    assert "--blacklist" in err
+
+
+@pytest.mark.parametrize("value", ["false", "no", "0"])
+def test_run_abort_on_send_failure_false(capsys, files, value):
+    err = run_error(capsys, files, "--abort.on.send.failure", value)
+    assert "--abort.on.send.failure" in err
+    assert "--allow.unsafe" in err
+
+
+@pytest.mark.parametrize(
+    "option", ["--num.streams", "--num.producers", "--queue.size", "--offset.commit.interval.ms"]
+)
+def test_run_non_positive_numbers(capsys, files, option):
+    err = run_error(capsys, files, option, "0")
+    assert option in err
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--message.handler",
+        "--message.handler.args",
+        "--consumer.rebalance.listener",
+        "--rebalance.listener.args",
+    ],
+)
+def test_run_java_only_options(capsys, files, option):
+    err = run_error(capsys, files, option, "com.example.Handler")
+    assert "remove the option" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--bogus.option",),
+        ("--num.streams", "two"),
+        ("--abort.on.send.failure", "maybe"),
+        ("--log.level", "CHATTY"),
+        ("--whitelist",),
+    ],
+)
+def test_run_bad_options(capsys, files, argv):
+    code, out, err = cli(
+        capsys, "run", "--consumer.config", files["consumer"], "--producer.config", files["producer"], *argv
+    )
+    assert_one_line_usage_error(code, err)
+    assert argv[0] in err
+    assert out == ""
+
+
+def test_run_without_required_files(capsys):
+    code, _, err = cli(capsys, "run", "--whitelist", ".*")
+    assert_one_line_error(code, err, "run")
+    assert "--consumer.config" in err
+
+
+def test_run_abbreviated_options_are_not_guessed(capsys, files):
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--consumer.config",
+        files["consumer"],
+        "--producer.config",
+        files["producer"],
+        "--num.stream",
+        "2",
+    )
+    assert_one_line_usage_error(code, err)
+    assert "--num.stream" in err
+
+
+# --- kmirror check-config ---
+
+
+def test_check_config_safe(capsys, files):
+    code, out, err = cli(
+        capsys, "check-config", "--consumer.config", files["consumer"], "--producer.config", files["producer"]
+    )
+    assert code == 0, err
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[-1] == "verdict: SAFE"
+    assert "  group.id=dp-MirrorMaker-group" in lines
+    assert "  acks=all" in lines
+    assert "  sasl.username=mirror" in lines
+    assert "  sasl.password=********" in lines
+    assert "sup3r-secret" not in out
+    assert any("include=app_log" in ln for ln in lines)
+
+
+def test_check_config_unsafe_acks(capsys, files):
+    code, out, err = cli(capsys, "check-config", "--producer.config", files["unsafe"])
+    assert code == 1, err
+    assert out.splitlines()[-1] == "verdict: UNSAFE"
+    assert "acks=1" in out
+
+
+def test_check_config_unsafe_idempotence(capsys, files):
+    code, out, err = cli(capsys, "check-config", "--producer.config", files["no-idempotence"])
+    assert code == 1, err
+    assert out.splitlines()[-1] == "verdict: UNSAFE"
+    assert "enable.idempotence=false" in out
+    assert "sup3r-secret" not in out
+
+
+def test_check_config_unsafe_auto_commit(capsys, files):
+    code, out, err = cli(capsys, "check-config", "--consumer.config", files["autocommit"])
+    assert code == 1, err
+    assert out.splitlines()[-1] == "verdict: UNSAFE"
+    assert "enable.auto.commit=true" in out
+
+
+def test_check_config_abort_on_send_failure_false_is_unsafe(capsys, files):
+    code, out, _ = cli(
+        capsys, "check-config", "--producer.config", files["producer"], "--abort.on.send.failure", "false"
+    )
+    assert code == 1
+    assert out.splitlines()[-1] == "verdict: UNSAFE"
+    assert "--abort.on.send.failure=false" in out
+
+
+def test_check_config_json(capsys, files):
+    code, out, err = cli(
+        capsys,
+        "check-config",
+        "--json",
+        "--consumer.config",
+        files["consumer"],
+        "--producer.config",
+        files["producer"],
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["verdict"] == "SAFE"
+    assert report["unsafe"] == []
+    consumer, producer = report["files"]
+    assert consumer["role"] == "consumer"
+    assert consumer["settings"]["group.id"] == "dp-MirrorMaker-group"
+    assert consumer["include"] == "app_log"
+    assert producer["role"] == "producer"
+    assert producer["settings"]["sasl.password"] == "********"
+    assert "sup3r-secret" not in out
+
+
+def test_check_config_json_unsafe(capsys, files):
+    code, out, err = cli(capsys, "check-config", "--json", "--producer.config", files["no-idempotence"])
+    assert code == 1, err
+    report = json.loads(out)
+    assert report["verdict"] == "UNSAFE"
+    assert any("enable.idempotence" in u for u in report["unsafe"])
+
+
+@pytest.mark.parametrize(
+    ("role", "name", "needle"),
+    [
+        ("--producer.config", "zk", "zk.connect"),
+        ("--consumer.config", "unknown", "foo.bar"),
+        ("--consumer.config", "jks", "ssl.truststore.location"),
+    ],
+)
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_check_config_errors(capsys, files, role, name, needle, json_flag):
+    code, out, err = cli(capsys, "check-config", *json_flag, role, files[name])
+    assert_one_line_error(code, err, "check-config")
+    assert needle in err
+    assert files[name] in err
+    assert out == ""
+
+
+def test_check_config_missing_file(capsys, tmp_path):
+    missing = str(tmp_path / "missing.properties")
+    code, _, err = cli(capsys, "check-config", "--consumer.config", missing)
+    assert_one_line_error(code, err, "check-config")
+    assert missing in err
+
+
+def test_check_config_nothing_to_check(capsys):
+    code, _, err = cli(capsys, "check-config")
+    assert_one_line_error(code, err, "check-config")
+
+
+def test_check_config_unknown_option(capsys, files):
+    code, _, err = cli(capsys, "check-config", "--producer.config", files["producer"], "--bogus")
+    assert_one_line_usage_error(code, err)
+    assert "--bogus" in err
+
+
+# --- kmirror config-keys and defaults ---
+
+
+def test_config_keys_markdown_matches_the_docs(capsys):
+    code, out, err = cli(capsys, "config-keys", "--markdown")
+    assert code == 0, err
+    assert out == translation.markdown()
+    if DOCS_TABLE.exists():
+        assert out == DOCS_TABLE.read_text(encoding="utf-8"), "regenerate docs/config-translation.md"
+    else:
+        assert "| `groupid` | consumer | translated | `group.id` |" in out
+
+
+def test_config_keys_plain(capsys):
+    code, out, _ = cli(capsys, "config-keys")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "group.id" in rows["groupid"]
+    assert "refuse" in rows["zk.connect"]
+
+
+def test_defaults_is_json_with_the_required_settings(capsys):
+    code, out, _ = cli(capsys, "defaults")
+    assert code == 0
+    table = json.loads(out)
+    assert table == safety.table()
+    required = {r["key"]: r["value"] for r in table["producer"]["required"]}
+    assert required["acks"] == "all"
+    assert {r["key"]: r["value"] for r in table["consumer"]["required"]}["enable.auto.commit"] == "false"
+
+
+def test_unknown_command(capsys):
+    code, _, err = cli(capsys, "mirror")
+    assert_one_line_usage_error(code, err)
+    assert "mirror" in err
