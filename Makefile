@@ -28,7 +28,7 @@ demo: install
 	$(BIN)/python demo/demo.py
 
 lint: install
-	$(BIN)/ruff check worker demo bench
+	$(BIN)/ruff check worker demo bench molecule/shared tests
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 

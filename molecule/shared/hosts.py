@@ -44,9 +44,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, NoReturn, Sequence
+from typing import NoReturn
 
 PROG = "hosts.py"
 DEFAULT_STATE_DIR = Path(os.environ.get("KMIRROR_HOSTS_STATE_DIR", "/run/kmirror-hosts"))
@@ -341,7 +342,7 @@ def build_rootfs(rootfs: Path, cache: Path, mirror: str | None) -> bool:
                 # orphaned debootstrap keeps writing into a directory that is being removed.
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh,
                                         stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                        preexec_fn=die_with_parent)
+                                        preexec_fn=die_with_parent)  # noqa: PLW1509 (no threads here)
                 try:
                     returncode = proc.wait(timeout=1800)
                 except BaseException:

@@ -1,0 +1,102 @@
+"""How far a mirror group is behind its source: committed offsets against log end offsets.
+
+The same numbers as MirrorMaker's ConsumerOffsetChecker (Group, Topic, Pid, Offset, logSize, Lag,
+Owner), read from the brokers instead of ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kmirror.errors import KmirrorError
+
+_LOG = logging.getLogger("kmirror.librdkafka.lag")
+
+NO_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    offset: int  # committed offset, -1 when the group has committed nothing for the partition
+    log_size: int  # log end offset (high watermark)
+    lag: int
+    owner: str  # member holding the partition, "none" when unassigned
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def compute(
+    group: str,
+    committed: Mapping[tuple[str, int], int],
+    log_start: Mapping[tuple[str, int], int],
+    log_end: Mapping[tuple[str, int], int],
+    owners: Mapping[tuple[str, int], str],
+) -> list[PartitionLag]:
+    """Pure: one row per partition of log_end; with no commit, everything from the log start is lag."""
+    rows = []
+    for (topic, partition), end in sorted(log_end.items()):
+        offset = committed.get((topic, partition), NO_OFFSET)
+        start = log_start.get((topic, partition), 0)
+        lag = max(0, end - max(offset, start))
+        rows.append(
+            PartitionLag(group, topic, partition, offset, end, lag, owners.get((topic, partition), "none"))
+        )
+    return rows
+
+
+def group_lag(
+    admin_conf: Mapping[str, str], group: str, topics: Iterable[str] | None = None, timeout: float = 10.0
+) -> list[PartitionLag]:
+    """Lag of every partition the group has committed, or of every partition of `topics`."""
+    admin = AdminClient(dict(admin_conf), logger=_LOG)
+    try:
+        fut = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
+        )
+        listed = fut[group].result().topic_partitions or []
+        committed = {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
+        wanted = set(topics) if topics is not None else {t for t, _ in committed}
+        md = admin.list_topics(timeout=timeout)
+        parts = [
+            TopicPartition(t, p) for t in sorted(wanted) if t in md.topics for p in md.topics[t].partitions
+        ]
+        if not parts:
+            return []
+        ends = _offsets(admin, parts, OffsetSpec.latest(), timeout)
+        starts = _offsets(admin, parts, OffsetSpec.earliest(), timeout)
+        owners = _owners(admin, group, timeout)
+    except KmirrorError:
+        raise
+    except Exception as exc:
+        raise KmirrorError(f"could not read the lag of group {group!r}: {exc}") from None
+    return compute(group, {k: v for k, v in committed.items() if k[0] in wanted}, starts, ends, owners)
+
+
+def _offsets(
+    admin: AdminClient, parts: list[TopicPartition], spec: OffsetSpec, timeout: float
+) -> dict[tuple[str, int], int]:
+    futures = admin.list_offsets({tp: spec for tp in parts}, request_timeout=timeout)
+    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def _owners(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], str]:
+    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
+    owners = {}
+    for member in described.members or []:
+        assignment = member.assignment.topic_partitions if member.assignment else []
+        for tp in assignment:
+            owners[(tp.topic, tp.partition)] = f"{member.client_id}@{member.host.lstrip('/')}"
+    return owners
+
+
+def total(rows: Iterable[PartitionLag]) -> int:
+    return sum(r.lag for r in rows)
