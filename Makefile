@@ -31,18 +31,22 @@ lint: install
 	$(BIN)/ruff check worker demo bench molecule/shared tests
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
+	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \
+		|| { echo "docs/safe-defaults.md is stale: run make docs"; exit 1; }
 
 unit: install
-	$(BIN)/pytest -q worker/tests/unit
+	$(BIN)/pytest -q --timeout 60 worker/tests/unit
 
 integration: install
-	$(BIN)/pytest -q worker/tests/integration
+	$(BIN)/pytest -q --timeout 900 worker/tests/integration
 
+# tests/hosts boots real systemd-nspawn guests (root; builds a cached Debian rootfs on first use).
 test: install lint
-	$(BIN)/pytest -q worker/tests
+	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts
 
 docs: install
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md
+	$(BIN)/python -m kmirror defaults --markdown > docs/safe-defaults.md
 
 bench: install
 	$(BIN)/python bench/throughput.py --write docs/benchmarks.md

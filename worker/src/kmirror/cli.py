@@ -177,6 +177,13 @@ def _parser() -> argparse.ArgumentParser:
         help="replication factor of destination topics kmirror creates (default: the target's)",
     )
     run.add_argument(
+        "--metrics.port",
+        dest="metrics_port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: off)",
+    )
+    run.add_argument(
         "--log.level",
         dest="log_level",
         default="INFO",
@@ -205,12 +212,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     keys.add_argument("--markdown", action="store_true", help="the table as published in the docs")
 
-    sub.add_parser(
+    defaults = sub.add_parser(
         "defaults",
         help="the data-loss-safe client settings, as JSON",
         description="Print the required, default and engine-owned client settings as JSON "
         "(the Ansible templates render these).",
     )
+    defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
     return top
 
 
@@ -258,7 +266,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.streams_per_source,
         plan.producer.settings.get("bootstrap.servers"),
     )
-    return runner.run(plan.stream_specs(), a.log_level)
+    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port)
 
 
 def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
@@ -319,6 +327,9 @@ def cmd_config_keys(a: argparse.Namespace) -> int:
 
 
 def cmd_defaults(a: argparse.Namespace) -> int:
+    if a.markdown:
+        sys.stdout.write(safety.markdown())
+        return 0
     print(json.dumps(safety.table(), indent=2))
     return 0
 

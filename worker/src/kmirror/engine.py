@@ -17,16 +17,17 @@ delivery reports until there is room, so reading slows to the target's pace and 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror import topics
+from kmirror import metrics, topics
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError, SendFailure
 from kmirror.filters import TopicFilter
@@ -74,24 +75,22 @@ class Failure:
         return f"send failed for {where}: {self.error.str()}"
 
 
-@dataclass
-class Stats:
-    records: int = 0
-    commits: int = 0
-    send_errors: int = 0
-    started: float = field(default_factory=time.monotonic)
+STATISTICS_INTERVAL_MS = 5000  # librdkafka statistics (bytes, queue depth, lag) for metrics and stats lines
+REPORT_INTERVAL_S = 2.0  # how often a stream hands its snapshot to the metrics collector
 
 
 class Stream:
-    def __init__(self, spec: StreamSpec, *, on_batch: Callable[[Stats], None] | None = None) -> None:
+    def __init__(self, spec: StreamSpec, *, report: Callable[[metrics.Snapshot], None] | None = None) -> None:
         self.spec = spec
-        self.stats = Stats()
+        self.snap = metrics.Snapshot(spec.source, spec.index)
+        self._report = report
+        self._producer_stats: dict[int, tuple[int, int]] = {}
         self._stop = False
         self._failure: Failure | None = None
-        self._on_batch = on_batch
         self._selected: dict[str, int] = {}
         self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
         self._committed: dict[tuple[str, int], int] = {}
+        self._last_stats: metrics.Snapshot | None = None
         self.consumer: Consumer | None = None
         self.producers: list[Producer] = []
 
@@ -103,15 +102,19 @@ class Stream:
     def run(self) -> None:
         """Mirror until stopped; raise SendFailure (nothing committed past it) or another KmirrorError."""
         spec = self.spec
-        self.consumer = Consumer(
-            client_conf(spec.consumer), logger=logging.getLogger("kmirror.librdkafka.consumer")
-        )
-        producer_conf: dict[str, Any] = client_conf(spec.producer)
-        producer_conf["on_delivery"] = self._delivery_failed
-        self.producers = [
-            Producer(producer_conf, logger=logging.getLogger("kmirror.librdkafka.producer"))
-            for _ in range(spec.num_producers)
-        ]
+        consumer_conf: dict[str, Any] = client_conf(spec.consumer)
+        consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
+        consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
+        self.consumer = Consumer(consumer_conf, logger=logging.getLogger("kmirror.librdkafka.consumer"))
+        self.producers = []
+        for i in range(spec.num_producers):
+            producer_conf: dict[str, Any] = client_conf(spec.producer)
+            producer_conf["on_delivery"] = self._delivery_failed
+            producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
+            producer_conf["stats_cb"] = self._producer_statistics(i)
+            self.producers.append(
+                Producer(producer_conf, logger=logging.getLogger("kmirror.librdkafka.producer"))
+            )
         self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
         self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
         clean = False
@@ -143,12 +146,13 @@ class Stream:
         single = producers[0].produce if len(producers) == 1 else None
         hashed = self._hashed
         batch_size = spec.batch_size
-        stats = self.stats
+        snap = self.snap
         commit_every = spec.commit_interval_ms / 1000
         refresh_every = spec.topic_refresh_ms / 1000
         stats_every = spec.stats_interval_ms / 1000
         now = time.monotonic()
         next_commit, next_refresh, next_stats = now + commit_every, now + refresh_every, now + stats_every
+        next_report = now + REPORT_INTERVAL_S
         while not self._stop:
             batch = consume(batch_size, 0.2)
             for m in batch:
@@ -176,9 +180,10 @@ class Stream:
                     if self._failure is not None:
                         break
             if batch:
-                stats.records += len(batch)
-                if self._on_batch is not None:
-                    self._on_batch(stats)
+                snap.records_in += len(batch)
+                newest = batch[-1].timestamp()[1]
+                if newest > 0:
+                    snap.latency.observe(max(0.0, time.time() - newest / 1000))
             if self._failure is not None:
                 return
             now = time.monotonic()
@@ -191,6 +196,9 @@ class Stream:
             if now >= next_stats:
                 self._log_stats()
                 next_stats = now + stats_every
+            if self._report is not None and now >= next_report:
+                self._report(self.snapshot())
+                next_report = now + REPORT_INTERVAL_S
             for p_ in producers:
                 p_.poll(0)
 
@@ -236,7 +244,7 @@ class Stream:
         self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1]))
 
     def _record_failure(self, failure: Failure) -> None:
-        self.stats.send_errors += 1
+        self.snap.send_errors += 1
         if not self.spec.abort_on_send_failure:
             log.error(
                 "%s: %s; record skipped (--abort.on.send.failure=false): it is NOT on the target",
@@ -282,6 +290,7 @@ class Stream:
         assert consumer is not None
         if not self._drain(None):
             return
+        self.snap.records_out = self.snap.records_in
         parts = consumer.assignment() if partitions is None else partitions
         if not parts:
             return
@@ -304,7 +313,7 @@ class Stream:
             return
         for tp in todo:
             self._committed[(tp.topic, tp.partition)] = tp.offset
-        self.stats.commits += 1
+        self.snap.commits += 1
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: assigned %s", self.spec.label, _show(partitions))
@@ -369,18 +378,26 @@ class Stream:
 
     # ------------------------------------------------------------------ reporting
 
+    def _producer_statistics(self, index: int) -> Callable[[str], None]:
+        def fold(raw: str) -> None:
+            one = metrics.Snapshot(self.spec.source, self.spec.index)
+            metrics.producer_statistics(raw, one)
+            self._producer_stats[index] = (one.bytes_out, one.queue_depth)
+
+        return fold
+
+    def snapshot(self) -> metrics.Snapshot:
+        """A copy of the counters as they are now (safe to hand to another thread or process)."""
+        snap = self.snap
+        snap.bytes_out = sum(b for b, _ in self._producer_stats.values())
+        snap.queue_depth = sum(d for _, d in self._producer_stats.values())
+        snap.taken = time.time()
+        return copy.deepcopy(snap)
+
     def _log_stats(self) -> None:
-        s = self.stats
-        elapsed = max(time.monotonic() - s.started, 1e-9)
-        log.info(
-            "%s: stats records=%d rate=%.0f/s commits=%d send_errors=%d topics=%d",
-            self.spec.label,
-            s.records,
-            s.records / elapsed,
-            s.commits,
-            s.send_errors,
-            len(self._selected),
-        )
+        current = self.snapshot()
+        log.info("%s", metrics.stats_line(self.spec.label, current, self._last_stats))
+        self._last_stats = current
 
     def _locate(self, f: Failure) -> int | None:
         """Find the source offset of a record that failed asynchronously (error path only).

@@ -16,12 +16,17 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
+from multiprocessing.queues import Queue
 from types import FrameType
 
 from confluent_kafka import KafkaException
+from prometheus_client import CollectorRegistry, start_http_server
 
 from kmirror.engine import Stream, StreamSpec
 from kmirror.errors import KmirrorError
+from kmirror.metrics import Collector, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +42,9 @@ def setup_logging(level: str) -> None:
     logging.getLogger("kmirror.librdkafka").setLevel(logging.WARNING)
 
 
-def run_stream(spec: StreamSpec) -> int:
+def run_stream(spec: StreamSpec, report: Callable[[Snapshot], None] | None = None) -> int:
     """Run one stream until it is stopped by a signal; return the process exit code."""
-    stream = Stream(spec)
+    stream = Stream(spec, report=report)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         log.info(
@@ -59,7 +64,9 @@ def run_stream(spec: StreamSpec) -> int:
     except KafkaException as exc:
         log.error("%s: Kafka error: %s", spec.label, exc.args[0].str() if exc.args else exc)
         return EXIT_ERROR
-    log.info("%s: stopped cleanly (%d records mirrored, offsets committed)", spec.label, stream.stats.records)
+    log.info(
+        "%s: stopped cleanly (%d records mirrored, offsets committed)", spec.label, stream.snap.records_out
+    )
     return EXIT_OK
 
 
@@ -72,18 +79,38 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _child(spec: StreamSpec, level: str, parent: int) -> None:
+def _child(spec: StreamSpec, level: str, parent: int, reports: Queue[Snapshot] | None) -> None:
     setup_logging(level)
     _die_with_parent(parent)
-    sys.exit(run_stream(spec))
+    sys.exit(run_stream(spec, reports.put if reports is not None else None))
 
 
-def run(specs: list[StreamSpec], level: str = "INFO") -> int:
+def serve_metrics(port: int, address: str = "0.0.0.0") -> Collector:
+    """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format)."""
+    collector = Collector()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    start_http_server(port, addr=address, registry=registry)
+    log.info("metrics on http://%s:%d/metrics", address, port)
+    return collector
+
+
+def _pump(reports: Queue[Snapshot], collector: Collector) -> None:
+    while True:
+        collector.update(reports.get())
+
+
+def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None = None) -> int:
+    collector = serve_metrics(metrics_port) if metrics_port else None
     if len(specs) == 1:
-        return run_stream(specs[0])
+        return run_stream(specs[0], collector.update if collector else None)
     ctx = multiprocessing.get_context("spawn")
+    reports: Queue[Snapshot] | None = ctx.Queue() if collector else None
+    if reports is not None and collector is not None:
+        threading.Thread(target=_pump, args=(reports, collector), daemon=True, name="metrics").start()
     procs = [
-        ctx.Process(target=_child, args=(s, level, os.getpid()), name=f"stream-{s.label}") for s in specs
+        ctx.Process(target=_child, args=(s, level, os.getpid(), reports), name=f"stream-{s.label}")
+        for s in specs
     ]
     stopping = False
 

@@ -25,9 +25,10 @@ ROLES: tuple[Role, ...] = ("consumer", "producer")
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    value: str
+    value: str  # what kmirror sets when the file says nothing
     why: str
     accepts: Callable[[str], bool]
+    allowed: str = ""  # what the file may say, when more than `value`
 
 
 def _is(*values: str) -> Callable[[str], bool]:
@@ -60,6 +61,7 @@ REQUIRED: dict[Role, tuple[Requirement, ...]] = {
             "all",
             "a record is acknowledged only once every in-sync replica of the target has it",
             _is("all", "-1"),
+            "all or -1",
         ),
         Requirement(
             "enable.idempotence",
@@ -72,12 +74,14 @@ REQUIRED: dict[Role, tuple[Requirement, ...]] = {
             "5",
             "the idempotent producer keeps order only with at most 5 requests in flight",
             _int_between(1, 5),
+            "1 to 5",
         ),
         Requirement(
             "retries",
             "2147483647",
             "transient target errors are retried until delivery.timeout, never dropped",
             _int_between(1, 2147483647),
+            "at least 1",
         ),
     ),
 }
@@ -149,9 +153,42 @@ def table() -> dict[str, dict[str, list[dict[str, str]]]]:
     """All of the above as plain data (for ``kmirror defaults --json``, templates and docs)."""
     return {
         role: {
-            "required": [{"key": r.key, "value": r.value, "why": r.why} for r in REQUIRED[role]],
+            "required": [
+                {"key": r.key, "value": r.value, "allowed": r.allowed or r.value, "why": r.why}
+                for r in REQUIRED[role]
+            ],
             "defaults": [{"key": k, "value": v} for k, v in DEFAULTS[role].items()],
             "engine_owned": [{"key": k, "value": v} for k, v in ENGINE_OWNED[role].items()],
         }
         for role in ROLES
     }
+
+
+def markdown() -> str:
+    """The table as published in docs/safe-defaults.md."""
+    lines = [
+        "# Data-loss-safe client settings",
+        "",
+        "Generated from `worker/src/kmirror/safety.py` by `kmirror defaults --markdown`; do not edit by hand."
+        " The worker enforces these, `kmirror check-config` reports against them, and the Ansible templates"
+        " render them (`kmirror defaults`).",
+        "",
+        "| role | key | kmirror's value | a file may set | why |",
+        "|---|---|---|---|---|",
+    ]
+    for role in ROLES:
+        for r in REQUIRED[role]:
+            lines.append(
+                f"| {role} | `{r.key}` | `{r.value}` | {r.allowed or r.value} (else refused) | {r.why} |"
+            )
+        for k, v in DEFAULTS[role].items():
+            lines.append(f"| {role} | `{k}` | `{v}` | anything (a default) | |")
+        for k, v in ENGINE_OWNED[role].items():
+            lines.append(f"| {role} | `{k}` | `{v}` | nothing else (the engine relies on it) | |")
+    lines += [
+        "",
+        f"`--abort.on.send.failure` is true by default; false is refused unless `--allow.unsafe`: "
+        f"{ABORT_ON_SEND_FAILURE_WHY}.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,402 @@
+"""Mirror throughput: kmirror (all guarantees on) vs the straightforward correct loop vs a consume-only read.
+
+Same data for all three (one embedded source cluster, filled once per record size), a fresh embedded
+target per contender, each contender in its own process(es), and the same yardstick for all: the
+source group's committed offsets, sampled every 100 ms from outside. Rate = records / time from the
+contender's first partition assignment (it logs "assigned") until every record is committed, so process
+start and group join are not counted, for anyone. All contenders commit every 500 ms; the target topic
+exists beforehand with the source's partitions.
+
+* consume-only: batched consume + commit; nothing produced (the ceiling of reading here).
+* produce-only: one producer writing the same records to a fresh target, acks=all, idempotent, no
+  reading at all (the ceiling of writing here: with 1 KB records the embedded target broker, which
+  shares the two cores, is what limits every contender).
+* straightforward loop: subscribe, poll() one record, produce() it with a delivery callback, and every
+  500 ms flush + commit (acks=all, idempotent): correct, and what most people write.
+* kmirror: `kmirror run` with its defaults (one stream per core).
+
+    .venv/bin/python bench/throughput.py [--records-100 N] [--records-1k N] [--repeat 3] [--write FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmirror.embedded import Cluster, clusters
+
+TOPIC = "bench"
+PARTITIONS = 6
+COMMIT_MS = 500
+QUIET = logging.getLogger("bench.librdkafka")
+QUIET.setLevel(logging.ERROR)
+GROUP_SETTINGS = {
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "1000",
+    "auto.offset.reset": "earliest",
+}
+BEGIN, END = "<!-- throughput:begin -->", "<!-- throughput:end -->"
+
+
+# ------------------------------------------------------------------------------------ contenders
+
+
+def contender_consume(source: str, group: str) -> None:
+    c = Consumer(
+        {"bootstrap.servers": source, "group.id": group, "enable.auto.commit": False, **GROUP_SETTINGS},
+        logger=QUIET,
+    )
+    c.subscribe([TOPIC], on_assign=_announce)
+    stop = _stop_flag()
+    next_commit = time.monotonic() + COMMIT_MS / 1000
+    while not stop():
+        for m in c.consume(500, 0.2):
+            _ = m.value()
+        if time.monotonic() >= next_commit:
+            _commit(c)
+            next_commit = time.monotonic() + COMMIT_MS / 1000
+    c.close()
+
+
+def contender_loop(source: str, target: str, group: str) -> None:
+    c = Consumer(
+        {"bootstrap.servers": source, "group.id": group, "enable.auto.commit": False, **GROUP_SETTINGS},
+        logger=QUIET,
+    )
+    p = Producer({"bootstrap.servers": target, "acks": "all", "enable.idempotence": True}, logger=QUIET)
+    failed: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    c.subscribe([TOPIC], on_assign=_announce)
+    stop = _stop_flag()
+    next_commit = time.monotonic() + COMMIT_MS / 1000
+    while not stop():
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            while True:
+                try:
+                    p.produce(
+                        m.topic(),
+                        m.value(),
+                        m.key(),
+                        m.partition(),
+                        on_delivery=delivered,
+                        timestamp=m.timestamp()[1],
+                        headers=m.headers(),
+                    )
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+        if time.monotonic() >= next_commit:
+            p.flush()
+            if failed:
+                raise SystemExit(f"delivery failed: {failed[0]}")
+            _commit(c)
+            next_commit = time.monotonic() + COMMIT_MS / 1000
+    c.close()
+
+
+def _announce(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    print("assigned", flush=True)
+
+
+def _commit(c: Consumer) -> None:
+    with contextlib.suppress(KafkaException):  # nothing new to commit
+        c.commit(asynchronous=False)
+
+
+def _stop_flag() -> callable:  # type: ignore[valid-type]
+    stopped = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stopped.__setitem__(0, True))
+    return lambda: stopped[0]
+
+
+# ------------------------------------------------------------------------------------ harness
+
+
+def create_topic(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap}, logger=QUIET)
+    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        f.result()
+
+
+def fill(cluster: Cluster, n: int, size: int) -> None:
+    create_topic(cluster)
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "compression.type": "none",
+        },
+        logger=QUIET,
+    )
+    body = os.urandom(size)
+    for i in range(n):
+        key = b"key-%d" % (i % 10_000)
+        while True:
+            try:
+                p.produce(TOPIC, body, key, i % PARTITIONS, headers=[("seq", b"%d" % i)])
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+
+
+class Committed:
+    """The group's committed total, read with one long-lived client (cheap to poll)."""
+
+    def __init__(self, source: str, group: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": source, "group.id": group}, logger=QUIET)
+        self.parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+
+    def total(self) -> int:
+        got = self.consumer.committed(self.parts, timeout=10)
+        return sum(tp.offset for tp in got if tp.offset > 0)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def measure(cmd: list[str], source: str, group: str, n: int, timeout: float = 600) -> tuple[float, float]:
+    """Run a contender until it has committed n records; return (records/s, seconds since assignment)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    assigned = threading.Event()
+    started: list[float] = []
+
+    def watch() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if b"assigned" in line and not assigned.is_set():
+                started.append(time.monotonic())
+                assigned.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    progress = Committed(source, group)
+    try:
+        while True:
+            done = progress.total() if assigned.is_set() else 0
+            now = time.monotonic()
+            if done >= n:
+                break
+            if proc.poll() is not None:
+                raise SystemExit(f"{cmd} exited with {proc.returncode} after {done}/{n} records")
+            if now > deadline:
+                raise SystemExit(f"{cmd} did not finish within {timeout} s ({done}/{n})")
+            time.sleep(0.1)
+    finally:
+        progress.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    seconds = max(now - started[0], 1e-6)
+    return n / seconds, seconds
+
+
+def _regroup(cmd: list[str], group: str) -> None:
+    """Point a kmirror command at a fresh consumer file with another group (same everything else)."""
+    i = cmd.index("--consumer.config") + 1
+    old = Path(cmd[i])
+    new = old.with_name(f"{group}-consumer.properties")
+    new.write_text(
+        "".join(
+            f"group.id={group}\n" if line.startswith("group.id=") else line + "\n"
+            for line in old.read_text().splitlines()
+        )
+    )
+    cmd[i] = str(new)
+
+
+def run_size(size: int, n: int, workdir: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    results = {}
+    with clusters("source", log_dir=workdir) as src_c:
+        source = src_c["source"].bootstrap
+        fill(src_c["source"], n, size)
+        py = sys.executable
+        me = str(Path(__file__).resolve())
+        for name in ("consume-only", "straightforward loop", "kmirror"):
+            with clusters(f"target-{size}-{name.split()[0]}", log_dir=workdir) as tgt_c:
+                target_cluster = tgt_c[next(iter(tgt_c))]
+                target = target_cluster.bootstrap
+                create_topic(target_cluster)
+                group = f"bench-{size}-{name.split()[0]}"
+                if name == "consume-only":
+                    cmd = [py, me, "--contender", "consume", "--source", source, "--group", f"{group}-0"]
+                elif name == "straightforward loop":
+                    cmd = [
+                        py,
+                        me,
+                        "--contender",
+                        "loop",
+                        "--source",
+                        source,
+                        "--target",
+                        target,
+                        "--group",
+                        f"{group}-0",
+                    ]
+                else:
+                    cfile = workdir / f"{group}-0-consumer.properties"
+                    cfile.write_text(
+                        f"bootstrap.servers={source}\ngroup.id={group}-0\n"
+                        + "".join(f"{k}={v}\n" for k, v in GROUP_SETTINGS.items())
+                    )
+                    pfile = workdir / f"{group}-producer.properties"
+                    pfile.write_text(f"bootstrap.servers={target}\n")
+                    cmd = [
+                        py,
+                        "-m",
+                        "kmirror",
+                        "run",
+                        "--consumer.config",
+                        str(cfile),
+                        "--producer.config",
+                        str(pfile),
+                        "--whitelist",
+                        TOPIC,
+                        "--offset.commit.interval.ms",
+                        str(COMMIT_MS),
+                        "--stats.interval.ms",
+                        "600000",
+                    ]
+                runs = []
+                for attempt in range(repeat):
+                    runs.append(measure(cmd, source, f"{group}-{attempt}", n))
+                    if "--group" in cmd:
+                        cmd[cmd.index("--group") + 1] = f"{group}-{attempt + 1}"
+                    else:
+                        _regroup(cmd, f"{group}-{attempt + 1}")
+                results[name] = sorted(runs)[len(runs) // 2]
+                _show(size, name, results[name])
+        with clusters(f"target-{size}-produce", log_dir=workdir) as tgt_c:
+            target_cluster = next(iter(tgt_c.values()))
+            create_topic(target_cluster)
+            runs = [produce_only(target_cluster.bootstrap, n, size) for _ in range(repeat)]
+            results["produce-only"] = sorted(runs)[len(runs) // 2]
+            _show(size, "produce-only", results["produce-only"])
+    return results
+
+
+def produce_only(target: str, n: int, size: int) -> tuple[float, float]:
+    p = Producer(
+        {
+            "bootstrap.servers": target,
+            "acks": "all",
+            "enable.idempotence": True,
+            "delivery.report.only.error": True,
+        },
+        logger=QUIET,
+    )
+    body = os.urandom(size)
+    t0 = time.monotonic()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(TOPIC, body, b"key-%d" % (i % 10_000), i % PARTITIONS, headers=[("seq", b"%d" % i)])
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    seconds = time.monotonic() - t0
+    return n / seconds, seconds
+
+
+def _show(size: int, name: str, result: tuple[float, float]) -> None:
+    rate, secs = result
+    print(
+        f"  {size:>5} B  {name:22} {rate:>10,.0f} rec/s  {rate * size / 1e6:7.1f} MB/s  ({secs:.1f} s)",
+        flush=True,
+    )
+
+
+def report(all_results: dict[int, dict[str, tuple[float, float]]], counts: dict[int, int]) -> str:
+    lines = [
+        BEGIN,
+        "## Mirror throughput",
+        "",
+        f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}; "
+        "the embedded Tansu brokers run on the same machine and compete for the same cores.",
+        f"Topic of {PARTITIONS} partitions; keyed records with one header; every mirror commits every "
+        f"{COMMIT_MS} ms; median of --repeat runs; rate = records / time from the contender's first "
+        "partition "
+        "assignment until the source group has committed every record (each contender in its own processes). "
+        "The ceiling is the slower of reading only and writing only on this machine.",
+        "",
+        "| record size | records | contender | rec/s | MB/s | vs straightforward loop | of the ceiling |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for size, res in all_results.items():
+        base = res["straightforward loop"][0]
+        ceiling = min(res["consume-only"][0], res["produce-only"][0])
+        for name in ("consume-only", "produce-only", "straightforward loop", "kmirror"):
+            rate = res[name][0]
+            lines.append(
+                f"| {size} B | {counts[size]:,} | {name} | {rate:,.0f} | {rate * size / 1e6:.1f} | "
+                f"{rate / base:.2f}x | {min(rate / ceiling, 9.99):.0%} |"
+            )
+    lines += [
+        "",
+        "Reproduce: `make bench` (or `.venv/bin/python bench/throughput.py --write docs/benchmarks.md`).",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + section.rstrip("\n") + text[text.index(END) + len(END) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records-100", type=int, default=1_000_000)
+    ap.add_argument("--records-1k", type=int, default=300_000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is reported")
+    ap.add_argument("--write", type=Path, help="replace the throughput section of this markdown file")
+    ap.add_argument("--contender", choices=["consume", "loop"], help=argparse.SUPPRESS)
+    ap.add_argument("--source", help=argparse.SUPPRESS)
+    ap.add_argument("--target", help=argparse.SUPPRESS)
+    ap.add_argument("--group", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.contender == "consume":
+        contender_consume(a.source, a.group)
+        return 0
+    if a.contender == "loop":
+        contender_loop(a.source, a.target, a.group)
+        return 0
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kmirror-bench-{os.getpid()}"
+    counts = {100: a.records_100, 1000: a.records_1k}
+    results = {size: run_size(size, n, workdir, a.repeat) for size, n in counts.items()}
+    section = report(results, counts)
+    print(section)
+    if a.write:
+        write_section(a.write, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""What a running mirror reports: Prometheus metrics (optional port) and a stats line per interval.
+
+Each stream keeps cheap counters (per batch, never per record) and librdkafka's own statistics
+(bytes, queue depth, per-partition lag), and hands a :class:`Snapshot` to the :class:`Collector`:
+directly when the stream runs in the supervisor's process, through a queue when it runs in its own.
+The collector keeps the latest snapshot of every stream and renders them on each scrape.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector as _Collector
+
+# Replication latency (now - record timestamp) buckets, in seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+@dataclass
+class Latency:
+    """A cumulative histogram, observed once per batch with the batch's newest record."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.total += seconds
+
+
+@dataclass
+class Snapshot:
+    source: str
+    stream: int
+    records_in: int = 0  # read from the source
+    records_out: int = 0  # acknowledged by the target (counted at each flush)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    send_errors: int = 0
+    commits: int = 0
+    queue_depth: int = 0
+    partition_lag: dict[tuple[str, int], int] = field(default_factory=dict)
+    latency: Latency = field(default_factory=Latency)
+    taken: float = field(default_factory=time.time)
+
+
+def consumer_statistics(raw: str, snap: Snapshot) -> None:
+    """Fold librdkafka consumer statistics JSON into a snapshot (bytes read, lag per partition)."""
+    stats = json.loads(raw)
+    snap.bytes_in = int(stats.get("rxmsg_bytes", snap.bytes_in))
+    lag = {}
+    for topic, t in stats.get("topics", {}).items():
+        for pid, p in t.get("partitions", {}).items():
+            if (
+                int(pid) >= 0
+                and p.get("fetch_state") not in (None, "none", "stopped")
+                and p.get("consumer_lag", -1) >= 0
+            ):
+                lag[(topic, int(pid))] = int(p["consumer_lag"])
+    snap.partition_lag = lag
+
+
+def producer_statistics(raw: str, snap: Snapshot) -> None:
+    """Fold librdkafka producer statistics JSON into a snapshot (bytes written, queue depth)."""
+    stats = json.loads(raw)
+    snap.bytes_out = int(stats.get("txmsg_bytes", snap.bytes_out))
+    snap.queue_depth = int(stats.get("msg_cnt", snap.queue_depth))
+
+
+class Collector(_Collector):
+    """Renders the latest snapshot of every stream."""
+
+    def __init__(self) -> None:
+        self.latest: dict[tuple[str, int], Snapshot] = {}
+
+    def update(self, snap: Snapshot) -> None:
+        self.latest[(snap.source, snap.stream)] = snap
+
+    def collect(self) -> Iterator[object]:
+        labels = ["source", "stream"]
+        counters = {
+            "records_in": "Records read from the source cluster",
+            "records_out": "Records acknowledged by the target cluster",
+            "bytes_in": "Bytes of records read from the source cluster",
+            "bytes_out": "Bytes of records sent to the target cluster",
+            "send_errors": "Records the target refused",
+            "commits": "Offset commits (each after the target acknowledged everything before it)",
+        }
+        snaps = list(self.latest.values())
+        for name, doc in counters.items():
+            fam = CounterMetricFamily(f"kmirror_{name}", doc, labels=labels)
+            for s in snaps:
+                fam.add_metric([s.source, str(s.stream)], getattr(s, name))
+            yield fam
+        queue = GaugeMetricFamily(
+            "kmirror_queue_depth", "Records waiting for the target's acknowledgement", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "kmirror_partition_lag",
+            "Records in the source partition not yet read",
+            labels=["source", "topic", "partition"],
+        )
+        latency = HistogramMetricFamily(
+            "kmirror_replication_latency_seconds",
+            "Now minus the timestamp of the newest record of each batch",
+            labels=labels,
+        )
+        for s in snaps:
+            queue.add_metric([s.source, str(s.stream)], s.queue_depth)
+            for (topic, partition), value in sorted(s.partition_lag.items()):
+                lag.add_metric([s.source, topic, str(partition)], value)
+            cumulative, buckets = 0, []
+            for bound, count in zip([*map(str, LATENCY_BUCKETS), "+Inf"], s.latency.counts, strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            latency.add_metric([s.source, str(s.stream)], buckets, s.latency.total)
+        yield queue
+        yield lag
+        yield latency
+
+
+def stats_line(label: str, snap: Snapshot, previous: Snapshot | None) -> str:
+    span = snap.taken - previous.taken if previous else 0.0
+    rate = (snap.records_in - previous.records_in) / span if previous and span > 0 else 0.0
+    return (
+        f"{label}: stats in={snap.records_in} out={snap.records_out} rate={rate:.0f}/s "
+        f"lag={sum(snap.partition_lag.values())} queue={snap.queue_depth} commits={snap.commits} "
+        f"send_errors={snap.send_errors}"
+    )

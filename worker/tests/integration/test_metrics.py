@@ -1,0 +1,86 @@
+"""The running worker's Prometheus metrics and stats lines, scraped from a real `kmirror run`."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from conftest import (
+    Worker,
+    consumer_file,
+    create_topic,
+    make_records,
+    produce,
+    producer_file,
+    run_args,
+    wait_until,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from kmirror.embedded import free_port
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def total(samples: dict, name: str) -> float:
+    return sum(v for (n, _), v in samples.items() if n == name)
+
+
+def test_metrics_count_what_was_mirrored(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "metered", 4)
+    records = make_records("metered", 4, 250)
+    produce(src, records)
+    port = free_port()
+    w = Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            "metered",
+            "--num.streams",
+            "2",
+            "--metrics.port",
+            str(port),
+        ),
+    )
+    workers.append(w)
+    w.wait_for("metrics on http://")
+
+    def caught_up() -> bool:
+        s = scrape(port)
+        return total(s, "kmirror_records_out_total") == len(records) and total(
+            s, "kmirror_records_in_total"
+        ) == len(records)
+
+    wait_until(caught_up, timeout=60, what="records_in and records_out reaching every record")
+    s = scrape(port)
+    streams = {dict(labels)["stream"] for (name, labels) in s if name == "kmirror_records_in_total"}
+    assert streams == {"0", "1"}
+    assert total(s, "kmirror_commits_total") >= 2
+    assert total(s, "kmirror_send_errors_total") == 0
+    assert total(s, "kmirror_replication_latency_seconds_count") >= 2
+    # librdkafka's statistics arrive every 5 s: bytes and per-partition lag of every partition.
+    wait_until(lambda: total(scrape(port), "kmirror_bytes_in_total") > 0, timeout=30, what="bytes_in")
+    wait_until(
+        lambda: len([k for k in scrape(port) if k[0] == "kmirror_partition_lag"]) == 4,
+        timeout=30,
+        what="lag of the 4 partitions",
+    )
+    assert total(scrape(port), "kmirror_partition_lag") == 0
+    value_bytes = sum(len(r.value) for r in records)
+    wait_until(
+        lambda: total(scrape(port), "kmirror_bytes_out_total") >= value_bytes,
+        timeout=30,
+        what="bytes_out covering every value sent",
+    )
+    assert w.stop() == 0
+    assert "stats in=" in w.log()
