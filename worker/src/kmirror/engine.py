@@ -24,7 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from kmirror import metrics, topics
@@ -68,6 +76,7 @@ class Failure:
     source_offset: int | None = None
     key: bytes | None = None
     timestamp: int | None = None
+    value: bytes | None = None
 
     def describe(self, source: str) -> str:
         where = f"source {source} topic {self.topic} partition {self.partition}"
@@ -124,6 +133,8 @@ class Stream:
             clean = self._drain(spec.shutdown_timeout_s)
             if clean:
                 self._commit_positions(None)
+            elif self._failure is not None and self._failure.source_offset is None:
+                self._failure.source_offset = self._locate(self._failure)
         finally:
             self.consumer.close()
             for p in self.producers:
@@ -241,7 +252,7 @@ class Stream:
         if err is None:
             return
         topic, partition = msg.topic(), msg.partition()
-        self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1]))
+        self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1], msg.value()))
 
     def _record_failure(self, failure: Failure) -> None:
         self.snap.send_errors += 1
@@ -277,8 +288,6 @@ class Stream:
         f = self._failure
         if f is None:
             return
-        if f.source_offset is None:
-            f.source_offset = self._locate(f)
         raise SendFailure(
             f"{self.spec.label}: {f.describe(self.spec.source)}; nothing after the last commit "
             "was committed: fix the cause and restart, the mirror resumes from there"
@@ -402,30 +411,41 @@ class Stream:
     def _locate(self, f: Failure) -> int | None:
         """Find the source offset of a record that failed asynchronously (error path only).
 
-        The record lies between the last committed offset and the current position of its partition
-        (identity routing) or of any partition of its topic (key-hash routing).
+        It lies between the group's committed offset and the current position of its partition
+        (identity routing) or of some partition of its topic (key-hash routing). The reader only
+        assigns partitions: it never joins the group and never commits.
         """
         consumer = self.consumer
         if consumer is None:
             return None
-        candidates = [f.partition] if f.topic not in self._hashed else range(self._selected.get(f.topic, 0))
-        conf = {k: v for k, v in self.spec.consumer.items() if k != "group.id"}
-        conf.update({"group.id": "kmirror-locate", "enable.auto.commit": "false"})
+        candidates = (
+            [f.partition] if f.topic not in self._hashed else list(range(self._selected.get(f.topic, 0)))
+        )
+        conf = client_conf(self.spec.consumer)
+        conf["enable.partition.eof"] = True
         reader = Consumer(conf, logger=_quiet)
         try:
-            for p in candidates:
-                start = self._committed.get((f.topic, p))
-                if start is None:
-                    continue
-                reader.assign([TopicPartition(f.topic, p, start)])
+            ends = {
+                tp.partition: tp.offset
+                for tp in consumer.position([TopicPartition(f.topic, p) for p in candidates])
+            }
+            for tp in reader.committed([TopicPartition(f.topic, p) for p in candidates], timeout=10):
+                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                reader.assign([TopicPartition(f.topic, tp.partition, start)])
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
                     m = reader.poll(0.5)
-                    if m is None or m.error() is not None:
+                    if m is None:
+                        continue
+                    if m.error() is not None or m.offset() >= ends.get(tp.partition, 0):
                         break
-                    if m.key() == f.key and m.timestamp()[1] == f.timestamp:
-                        f.partition = p
+                    # librdkafka does not keep the timestamp on a failed delivery report (-1).
+                    same_time = f.timestamp is None or f.timestamp < 0 or m.timestamp()[1] == f.timestamp
+                    if m.key() == f.key and m.value() == f.value and same_time:
+                        f.partition = tp.partition
                         return m.offset()
+        except KafkaException as exc:
+            log.warning("%s: could not find the failed record's source offset: %s", self.spec.label, exc)
         finally:
             reader.close()
         return None

@@ -364,3 +364,44 @@ def test_bad_config_exits_2_and_touches_nothing(kafka, tmp_path):
     assert len(lines) == 1, proc.stderr
     assert str(bad) in lines[0] and "acks=1" in lines[0] and "acks=all" in lines[0]
     assert "untouched" not in topic_partitions(tgt)
+
+
+def test_target_gone_past_delivery_timeout_stops_then_restart_loses_nothing(kafka, tmp_path, workers):
+    """Asynchronous send failures (delivery timeout while the target is frozen): exit 3 naming the
+    record, nothing committed past it, and a restart once the target is back copies everything."""
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "frozen", 2)
+    pfile = producer_file(tmp_path, tgt, "delivery.timeout.ms=3000\nrequest.timeout.ms=2000\n")
+    cfile = consumer_file(tmp_path, src)
+    first = make_records("frozen", 2, 20)
+    produce(src, first)
+    w = Worker(tmp_path, run_args(cfile, pfile, "--whitelist", "frozen", "--num.streams", "1"))
+    workers.append(w)
+    assert_mirrored(first, read_all(tgt, ["frozen"], len(first)), exact=True)
+    wait_until(lambda: sum(committed(src, "mirror", "frozen", 2).values()) == len(first), what="first commit")
+    tgt.pause()
+    try:
+        second = make_records("frozen", 2, 20, start=100)
+        produce(src, second)
+        assert w.proc.wait(60) == 3
+    finally:
+        tgt.resume()
+    log = w.log()
+    assert "send failed for source consumer topic frozen partition" in log
+    assert " offset " in log.split("send failed for", 1)[1].splitlines()[0]
+    # Nothing of the second wave was committed.
+    assert sum(committed(src, "mirror", "frozen", 2).values()) == len(first)
+    again = Worker(
+        tmp_path,
+        run_args(
+            cfile,
+            producer_file(tmp_path, tgt, name="p2.properties"),
+            "--whitelist",
+            "frozen",
+            "--num.streams",
+            "1",
+        ),
+    )
+    workers.append(again)
+    assert_mirrored(first + second, read_all(tgt, ["frozen"], len(first) + len(second)))
+    assert again.stop() == 0
