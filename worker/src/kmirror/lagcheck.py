@@ -1,0 +1,349 @@
+"""kmirror lag: ConsumerOffsetChecker's table for a group, and a Burrow-style watch of its health.
+
+One shot: the committed offset, log end offset (logSize) and lag of every partition the group committed
+(or of every partition of --topic), read from the brokers:
+
+    kmirror lag --bootstrap-server HOST:PORT --group GROUP [--topic T[,T]] [--command-config FILE] [--json]
+
+Watch (--watch): sample every --interval seconds, keep the last --window samples per partition, print
+the status of every partition and of the group after each sample (OK, WARN, ERR; per partition also
+STOP, STALL, REWIND: docs/health.md has the rules); stop after --count samples and exit with the last
+group status. --state FILE keeps the window between runs, so a monitoring system can run
+`--watch --count 1 --state FILE` once per interval.
+
+Exit codes (the Nagios plugin convention): 0 OK, 1 WARN, 2 ERR (a partition is STOP, STALL or
+REWIND), 3 UNKNOWN (the group cannot be read, has committed nothing, or a file or option is wrong).
+Without --watch: 0, or 3 on an error. A usage error found by the option parser exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kmirror import health, lag
+from kmirror.config import admin_settings, finish, translate, validate_with_librdkafka
+from kmirror.errors import KmirrorError
+from kmirror.properties import load_properties
+from kmirror.translation import rule_for
+
+# ConsumerOffsetChecker's own line format.
+ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
+HEADER = ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner")
+# Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
+_LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
+
+
+class LagError(KmirrorError):
+    """The group could not be read; `kmirror lag` exits 3 (UNKNOWN)."""
+
+    exit_code = health.EXIT_UNKNOWN
+
+
+def _maps_to(key: str, role: str, target: str) -> bool:
+    rule = rule_for(key, role)
+    return key == target or (rule is not None and rule.target == target)
+
+
+def connection_settings(path: str | os.PathLike[str], bootstrap: str | None = None) -> dict[str, str]:
+    """The connection and security settings of a properties file: a consumer or producer file of the
+    mirror, or a `--command-config` file (security settings only). Java and legacy keys are translated
+    as for `kmirror run` (:mod:`kmirror.config`); `bootstrap` (from the command line) wins over the file's.
+    """
+    origin = os.fspath(path)
+    if not Path(path).is_file():
+        raise KmirrorError(f"{origin}: file not found; give the path of an existing properties file")
+    props = load_properties(path)
+    role = "consumer" if any(_maps_to(k, "consumer", "group.id") for k in props) else "producer"
+    has_brokers = any(_maps_to(k, role, "bootstrap.servers") for k in props)
+    if bootstrap and not has_brokers:
+        props["bootstrap.servers"] = bootstrap
+    cfg = finish(translate(props, role, origin), allow_unsafe=True)  # type: ignore[arg-type]
+    validate_with_librdkafka(cfg)
+    settings = admin_settings(cfg.settings)
+    if bootstrap:
+        settings["bootstrap.servers"] = bootstrap
+    return settings
+
+
+# ---------------------------------------------------------------------------------------- sampling
+
+
+def _group_state(admin_conf: Mapping[str, str], group: str, timeout: float) -> tuple[str, bool]:
+    """(state name, whether the broker listed members) of the group."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(dict(admin_conf), logger=lag._LOG)
+    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
+    return described.state.name, bool(described.members)
+
+
+def sample(
+    admin_conf: Mapping[str, str], group: str, topics: Sequence[str] | None, timeout: float
+) -> tuple[list[lag.PartitionLag], dict[tuple[str, int], health.Sample], str]:
+    """One reading of the group: its lag rows, one health sample per partition, and its state.
+
+    A partition counts as consumed when a member owns it; brokers that list no members (the test
+    broker) only tell whether the group has live members, which then stands for every partition."""
+    now = time.time()
+    try:
+        rows = lag.group_lag(admin_conf, group, topics, timeout=timeout)
+        state, listed = _group_state(admin_conf, group, timeout)
+    except KmirrorError as exc:
+        raise LagError(_one_line(str(exc))) from None
+    except Exception as exc:
+        raise LagError(f"could not read group {group!r}: {_one_line(str(exc))}") from None
+    live = state in _LIVE_STATES
+    samples = {
+        (r.topic, r.partition): health.Sample(
+            now, r.offset, r.log_size, r.lag, r.owner != "none" if listed else live
+        )
+        for r in rows
+    }
+    return rows, samples, state
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------- output
+
+
+def table(rows: Sequence[lag.PartitionLag], statuses: Mapping[tuple[str, int], str] | None = None) -> str:
+    fmt = ROW_FORMAT + ("  %s" if statuses is not None else "")
+    head = HEADER + (("Status",) if statuses is not None else ())
+    lines = [fmt % head]
+    for r in rows:
+        cells: tuple[object, ...] = (
+            r.group,
+            r.topic,
+            r.partition,
+            r.offset if r.offset >= 0 else "unknown",
+            r.log_size,
+            r.lag,
+            r.owner,
+        )
+        if statuses is not None:
+            cells += (statuses.get((r.topic, r.partition), "-"),)
+        lines.append(fmt % cells)
+    return "\n".join(lines)
+
+
+def evaluation(
+    group: str,
+    rows: Sequence[lag.PartitionLag],
+    state: str,
+    window: health.Window,
+    now: float,
+) -> dict[str, object]:
+    """The watch result of one sample: group status, worst partition, and every partition."""
+    parts = window.evaluate(now)
+    status, worst = health.group_status(parts.values())
+    if not rows or (all(r.offset < 0 for r in rows) and state not in _LIVE_STATES):
+        status = worst = health.Status.NOTFOUND
+    by_key = {(r.topic, r.partition): r for r in rows}
+    return {
+        "time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "group": group,
+        "state": state,
+        "status": status.name,
+        "worst": worst.name,
+        "exit_code": health.exit_code(status),
+        "total_lag": lag.total(rows),
+        "complete": round(min((p.complete for p in parts.values()), default=0.0), 3),
+        "partitions": [{**by_key[k].as_dict(), **parts[k].as_dict()} for k in sorted(parts) if k in by_key],
+    }
+
+
+def _print_evaluation(result: Mapping[str, object], rows: Sequence[lag.PartitionLag], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result), flush=True)
+        return
+    parts: list[dict[str, object]] = result["partitions"]  # type: ignore[assignment]
+    statuses = {(str(p["topic"]), int(p["partition"])): str(p["status"]) for p in parts}  # type: ignore[call-overload]
+    status = result["status"]
+    worst = result["worst"]
+    extra = f" (worst partition {worst})" if worst != status else ""
+    print(
+        f"{result['time']} group {result['group']}: {status}{extra}; {len(rows)} partitions, "
+        f"total lag {result['total_lag']}, state {result['state']}, window {result['complete']:.0%} full"
+    )
+    print(table(rows, statuses))
+    for p in parts:
+        if p["status"] != "OK":
+            print(f"  {p['topic']}/{p['partition']}: {p['status']}: {p['reason']}")
+    print(flush=True)
+
+
+# ---------------------------------------------------------------------------------------- commands
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    """Add `lag` to kmirror's sub-commands."""
+    p = subparsers.add_parser(
+        "lag",
+        help="consumer group lag (ConsumerOffsetChecker's table) and a Burrow-style health watch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        "--bootstrap.servers",
+        dest="bootstrap",
+        metavar="HOST:PORT",
+        help="brokers of the cluster the group consumes from (wins over the --command-config file's)",
+    )
+    p.add_argument("--group", required=True, help="the consumer group (the mirror's group.id)")
+    p.add_argument(
+        "--topic",
+        dest="topics",
+        metavar="T[,T]",
+        help="only these topics (comma-separated); default: every topic the group committed",
+    )
+    p.add_argument(
+        "--command-config",
+        "--consumer.config",
+        dest="command_config",
+        metavar="FILE",
+        help="properties with the connection and security settings (Java keys are translated); "
+        "the mirror's consumer file works too",
+    )
+    p.add_argument("--json", action="store_true", help="JSON output (one object per sample with --watch)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="broker request timeout")
+    w = p.add_argument_group("watch")
+    w.add_argument("--watch", action="store_true", help="sample repeatedly and evaluate the group's health")
+    w.add_argument(
+        "--interval",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds between samples (default 60; keep it at least the group's offset commit interval)",
+    )
+    w.add_argument(
+        "--window", type=int, default=10, metavar="N", help="samples evaluated per partition (default 10)"
+    )
+    w.add_argument(
+        "--count", type=int, metavar="K", help="stop after K samples and exit with the last status"
+    )
+    w.add_argument(
+        "--state",
+        type=Path,
+        metavar="FILE",
+        help="keep the window in FILE between runs (for a monitoring check run every interval)",
+    )
+    return p
+
+
+def _settings(a: argparse.Namespace) -> dict[str, str]:
+    if a.command_config:
+        try:
+            return connection_settings(a.command_config, a.bootstrap)
+        except KmirrorError as exc:
+            raise LagError(_one_line(str(exc))) from None
+    if not a.bootstrap:
+        raise LagError("no brokers: give --bootstrap-server HOST:PORT (or a --command-config with them)")
+    return {"bootstrap.servers": a.bootstrap}
+
+
+def _topics(a: argparse.Namespace) -> list[str] | None:
+    if not a.topics:
+        return None
+    return [t.strip() for t in a.topics.split(",") if t.strip()]
+
+
+def cmd_lag(a: argparse.Namespace) -> int:
+    conf = _settings(a)
+    topics = _topics(a)
+    if not a.watch:
+        rows, _, state = sample(conf, a.group, topics, a.timeout)
+        if not rows and topics:
+            raise LagError(f"no topic {', '.join(topics)} on {conf.get('bootstrap.servers')}")
+        if not rows:
+            raise LagError(f"group {a.group!r} has no committed offsets (state {state}); is the name right?")
+        print(json.dumps([r.as_dict() for r in rows], indent=2) if a.json else table(rows))
+        return 0
+    if a.window < 2 or a.interval < 0 or (a.count is not None and a.count < 1):
+        raise LagError("--window must be at least 2, --interval at least 0 and --count at least 1")
+    window = _load_state(a)
+    code = health.EXIT_UNKNOWN
+    taken = 0
+    next_at = time.monotonic()
+    try:
+        while a.count is None or taken < a.count:
+            if taken:
+                time.sleep(max(0.0, next_at - time.monotonic()))
+            next_at = time.monotonic() + a.interval
+            taken += 1
+            try:
+                rows, samples, state = sample(conf, a.group, topics, a.timeout)
+            except LagError as exc:
+                print(f"kmirror lag: error: {exc}", file=sys.stderr, flush=True)
+                code = health.EXIT_UNKNOWN
+                continue
+            window.add(samples)
+            result = evaluation(a.group, rows, state, window, time.time())
+            code = int(result["exit_code"])  # type: ignore[call-overload]
+            _print_evaluation(result, rows, a.json)
+            _save_state(a, window)
+    except KeyboardInterrupt:
+        pass
+    return code
+
+
+def _state_identity(a: argparse.Namespace) -> dict[str, object]:
+    return {"group": a.group, "topics": _topics(a), "bootstrap": a.bootstrap}
+
+
+def _load_state(a: argparse.Namespace) -> health.Window:
+    if a.state is None or not a.state.exists():
+        return health.Window(a.window)
+    try:
+        data = json.loads(a.state.read_text())
+    except (OSError, ValueError) as exc:
+        raise LagError(
+            f"{a.state}: cannot read the saved window ({_one_line(str(exc))}); delete it"
+        ) from None
+    if data.get("identity") != _state_identity(a):
+        return health.Window(a.window)  # another group or cluster: start afresh
+    return health.Window.from_json(data.get("window", {}), a.window)
+
+
+def _save_state(a: argparse.Namespace, window: health.Window) -> None:
+    if a.state is None:
+        return
+    tmp = a.state.with_name(a.state.name + ".tmp")
+    try:
+        a.state.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"identity": _state_identity(a), "window": window.to_json()}))
+        tmp.replace(a.state)
+    except OSError as exc:
+        raise LagError(f"{a.state}: cannot save the window ({_one_line(str(exc))})") from None
+
+
+COMMANDS = {"lag": cmd_lag}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m kmirror.lagcheck ...`: the same as `kmirror lag ...`."""
+    top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
+    register(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(["lag", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return cmd_lag(args)
+    except KmirrorError as exc:
+        print(f"kmirror lag: error: {_one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())
