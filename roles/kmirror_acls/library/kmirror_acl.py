@@ -1,0 +1,220 @@
+#!/usr/bin/python
+"""Ansible module kmirror_acl: grant (or revoke) the ACLs a kmirror instance needs on one cluster."""
+
+# ruff: noqa: E402 (Ansible plugin layout: the DOCUMENTATION strings come before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kmirror_acl
+short_description: Grant the mirror principal the ACLs MirrorMaker's documentation lists, on one cluster
+description:
+  - Computes the bindings (C(module_utils/kmirror_acl_bindings.py)); on the source cluster READ, DESCRIBE and
+    DESCRIBE_CONFIGS on the whitelisted topics (LITERAL or PREFIXED) and READ on the mirror's group;
+    on the target WRITE, DESCRIBE and CREATE on those topics.
+  - With I(admin_config), reads the principal's existing bindings (C(describe_acls)) and creates the
+    missing ones (C(create_acls)) or, with I(state=absent), deletes them. Idempotent; check mode and
+    diff mode report the plan
+    without changing anything.
+  - Without I(admin_config) it only returns the bindings (nothing to connect with).
+  - Runs where confluent-kafka is importable (a worker host, with kmirror's virtualenv as interpreter).
+options:
+  side:
+    description: C(source) (the mirror reads it) or C(target) (the mirror writes it).
+    type: str
+    required: true
+    choices: [source, target]
+  principal:
+    description: The mirror's principal on that cluster, e.g. C(User:mirror-east). Not the brokers' own.
+    type: str
+    required: true
+  whitelist:
+    description: The mirror's Java-regex whitelist; its alternatives become LITERAL or PREFIXED topic
+      patterns.
+    type: str
+  patterns:
+    description: Explicit topic patterns instead of deriving them from I(whitelist).
+    type: list
+    elements: dict
+  group:
+    description: The mirror's consumer group (source side).
+    type: str
+  host:
+    description: The host the principal may connect from.
+    type: str
+    default: "*"
+  idempotent_write:
+    description: Also grant IDEMPOTENT_WRITE on the target cluster (brokers older than Kafka 2.8).
+    type: bool
+    default: false
+  admin_config:
+    description: librdkafka settings of an administrator's AdminClient on that cluster (bootstrap.servers,
+      security.protocol, sasl.*, ssl.*). Secret.
+    type: dict
+  state:
+    description: C(present) grants, C(absent) revokes exactly these bindings.
+    type: str
+    default: present
+    choices: [present, absent]
+  timeout:
+    description: Seconds per admin request.
+    type: float
+    default: 30
+"""
+
+RETURN = r"""
+bindings:
+  description: Every binding the principal needs (as dicts), whether present or not.
+  type: list
+  returned: always
+to_create:
+  description: Bindings created (or to be created in check mode).
+  type: list
+  returned: always
+to_delete:
+  description: Bindings deleted (state absent).
+  type: list
+  returned: always
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kmirror_acl_bindings import AclPatternError, Binding, bindings
+
+try:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    IMPORT_ERROR = None
+except ImportError:
+    IMPORT_ERROR = traceback.format_exc()
+
+
+def to_kafka(b: Binding) -> AclBinding:
+    return AclBinding(
+        ResourceType[b.resource_type],
+        b.name,
+        ResourcePatternType[b.pattern_type],
+        b.principal,
+        b.host,
+        AclOperation[b.operation],
+        AclPermissionType[b.permission],
+    )
+
+
+def from_kafka(a: AclBinding) -> Binding:
+    return Binding(
+        a.restype.name,
+        a.name,
+        a.resource_pattern_type.name,
+        a.principal,
+        a.host,
+        a.operation.name,
+        a.permission_type.name,
+    )
+
+
+def existing(admin: AdminClient, principal: str, timeout: float) -> set[Binding]:
+    flt = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        principal,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    return {from_kafka(a) for a in admin.describe_acls(flt, request_timeout=timeout).result()}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "side": {"type": "str", "required": True, "choices": ["source", "target"]},
+            "principal": {"type": "str", "required": True},
+            "whitelist": {"type": "str"},
+            "patterns": {"type": "list", "elements": "dict"},
+            "group": {"type": "str"},
+            "host": {"type": "str", "default": "*"},
+            "idempotent_write": {"type": "bool", "default": False},
+            "admin_config": {"type": "dict", "no_log": True},
+            "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
+            "timeout": {"type": "float", "default": 30.0},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        wanted = bindings(
+            p["side"],
+            p["principal"],
+            whitelist=p["whitelist"],
+            group=p["group"],
+            patterns=p["patterns"],
+            host=p["host"],
+            idempotent_write=p["idempotent_write"],
+        )
+    except AclPatternError as exc:
+        module.fail_json(msg=str(exc))
+    result = {"bindings": [b.as_dict() for b in wanted], "to_create": [], "to_delete": [], "changed": False}
+    if not p["admin_config"]:
+        module.exit_json(msg="no admin_config: bindings computed, the cluster was not contacted", **result)
+    if IMPORT_ERROR:
+        module.fail_json(
+            msg="confluent-kafka is not importable: run with kmirror's virtualenv as the interpreter",
+            exception=IMPORT_ERROR,
+        )
+    conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in p["admin_config"].items()}
+    try:
+        admin = AdminClient(conf)
+        have = existing(admin, p["principal"], p["timeout"])
+        if p["state"] == "present":
+            todo = [b for b in wanted if b not in have]
+            after = sorted(have | set(wanted))
+            if todo and not module.check_mode:
+                for fut in admin.create_acls(
+                    [to_kafka(b) for b in todo], request_timeout=p["timeout"]
+                ).values():
+                    fut.result()
+            result["to_create"] = [b.as_dict() for b in todo]
+        else:
+            todo = [b for b in wanted if b in have]
+            after = sorted(have - set(wanted))
+            if todo and not module.check_mode:
+                filters = [
+                    AclBindingFilter(
+                        ResourceType[b.resource_type],
+                        b.name,
+                        ResourcePatternType[b.pattern_type],
+                        b.principal,
+                        b.host,
+                        AclOperation[b.operation],
+                        AclPermissionType[b.permission],
+                    )
+                    for b in todo
+                ]
+                for fut in admin.delete_acls(filters, request_timeout=p["timeout"]).values():
+                    fut.result()
+            result["to_delete"] = [b.as_dict() for b in todo]
+    except KafkaException as exc:
+        module.fail_json(msg=f"ACL request failed: {exc.args[0].str() if exc.args else exc}", **result)
+    result["changed"] = bool(todo)
+    result["diff"] = {
+        "before": "".join(b.render() + "\n" for b in sorted(have)),
+        "after": "".join(b.render() + "\n" for b in after),
+        "before_header": f"ACLs of {p['principal']} ({p['side']})",
+        "after_header": f"ACLs of {p['principal']} ({p['side']})",
+    }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Fast tests of the deployment toolkit: templates rendered with jinja2, Ansible plugins and module logic.
+
+Templates are rendered the way Ansible's template module renders them (trim_blocks, trailing newline kept),
+then parsed by the worker's own parsers and checked by its config pipeline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import jinja2
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "templates"
+ROLES = ROOT / "roles"
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def render():
+    # Ansible's template module: trim_blocks=True, lstrip_blocks=False, keep_trailing_newline=True.
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+    def _render(name: str, **variables: object) -> str:
+        return env.get_template(name).render(**variables)
+
+    return _render
+
+
+@pytest.fixture(scope="session")
+def config_filters() -> ModuleType:
+    return load_module(ROLES / "kmirror_config/filter_plugins/kmirror_config.py", "kmirror_config_filters")
+
+
+@pytest.fixture(scope="session")
+def safety_table() -> dict:
+    lookup = load_module(ROLES / "kmirror_config/lookup_plugins/kmirror_safety.py", "kmirror_safety_lookup")
+    return lookup.LookupModule().run([])[0]

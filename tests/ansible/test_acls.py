@@ -1,0 +1,164 @@
+"""ACL bindings the mirror principals get (pure logic), and the kmirror_acl module without a cluster.
+
+The test broker cannot store ACLs (create_acls aborts the client against it), so granting and revoking
+against a real cluster is not run anywhere; molecule runs the module in check mode against the embedded
+brokers (describe_acls works there) and checks its plan.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import ROLES, load_module
+
+bindings_mod = load_module(
+    ROLES / "kmirror_acls/module_utils/kmirror_acl_bindings.py", "kmirror_acl_bindings"
+)
+sys.modules["ansible.module_utils.kmirror_acl_bindings"] = bindings_mod
+acl_module = load_module(ROLES / "kmirror_acls/library/kmirror_acl.py", "kmirror_acl_module")
+acl_filters = load_module(ROLES / "kmirror_acls/filter_plugins/kmirror_acls.py", "kmirror_acls_filters")
+
+topic_patterns = bindings_mod.topic_patterns
+bindings = bindings_mod.bindings
+AclPatternError = bindings_mod.AclPatternError
+
+
+@pytest.mark.parametrize(
+    ("whitelist", "expected"),
+    [
+        ("payments", [("LITERAL", "payments")]),
+        ("orders.*", [("PREFIXED", "orders")]),
+        ("orders\\..*", [("PREFIXED", "orders.")]),
+        ("orders.*,payments", [("PREFIXED", "orders"), ("LITERAL", "payments")]),
+        ("orders.* | payments", [("PREFIXED", "orders"), ("LITERAL", "payments")]),
+        (
+            "'orders.created', \"orders.cancelled\"",
+            [("LITERAL", "orders.created"), ("LITERAL", "orders.cancelled")],
+        ),
+        ("a_b-c.d", [("LITERAL", "a_b-c.d")]),
+        (".*", [("LITERAL", "*")]),
+        ("x,.*", [("LITERAL", "*")]),
+        ("", [("LITERAL", "*")]),
+        (None, [("LITERAL", "*")]),
+        ("dup,dup", [("LITERAL", "dup")]),
+    ],
+)
+def test_whitelist_to_patterns(whitelist, expected):
+    assert topic_patterns(whitelist) == expected
+
+
+@pytest.mark.parametrize("whitelist", ["orders[0-9]+", "(a|b)c", "x?", "a.*b", "^orders", ".*-dlq", "a\\d"])
+def test_whitelists_acls_cannot_express_are_refused_with_the_fix(whitelist):
+    with pytest.raises(AclPatternError, match="acl_topic_patterns"):
+        topic_patterns(whitelist)
+
+
+def test_source_bindings():
+    got = bindings("source", "User:mirror-east", whitelist="orders.*,payments", group="kmirror-east")
+    rendered = {b.render() for b in got}
+    for op in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS"):
+        assert f"ALLOW User:mirror-east from *: {op} on TOPIC PREFIXED 'orders'" in rendered
+        assert f"ALLOW User:mirror-east from *: {op} on TOPIC LITERAL 'payments'" in rendered
+    assert "ALLOW User:mirror-east from *: READ on GROUP LITERAL 'kmirror-east'" in rendered
+    assert len(got) == 7
+    assert not any(b.operation in ("WRITE", "CREATE", "ALL") for b in got)  # least privilege
+
+
+def test_target_bindings():
+    got = bindings(
+        "target", "User:mirror-target", whitelist="orders.*", idempotent_write=True, host="10.0.0.5"
+    )
+    assert {(b.resource_type, b.pattern_type, b.name, b.operation) for b in got} == {
+        ("TOPIC", "PREFIXED", "orders", "WRITE"),
+        ("TOPIC", "PREFIXED", "orders", "DESCRIBE"),
+        ("TOPIC", "PREFIXED", "orders", "CREATE"),
+        ("CLUSTER", "LITERAL", "kafka-cluster", "IDEMPOTENT_WRITE"),
+    }
+    assert {b.host for b in got} == {"10.0.0.5"}
+    assert not any(b.operation == "READ" for b in got)
+
+
+def test_explicit_patterns_win():
+    got = bindings(
+        "target", "User:m", whitelist="a[0-9]", patterns=[{"name": "a", "pattern_type": "prefixed"}]
+    )
+    assert {(b.pattern_type, b.name) for b in got} == {("PREFIXED", "a")}
+
+
+def test_source_needs_the_group_and_principals_need_a_type():
+    with pytest.raises(AclPatternError, match="group_id"):
+        bindings("source", "User:m", whitelist="a")
+    with pytest.raises(AclPatternError, match="User:NAME"):
+        bindings("target", "mirror", whitelist="a")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "principal"),
+    [
+        (
+            {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "mirror-east",
+            },
+            "User:mirror-east",
+        ),
+        (
+            {
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "GSSAPI",
+                "kerberos_principal": "kmirror/w1.example.com@EXAMPLE.COM",
+            },
+            "User:kmirror",
+        ),
+        ({"security_protocol": "PLAINTEXT"}, "User:ANONYMOUS"),
+        ({"security_protocol": "SSL", "acl_principal": "User:CN=kmirror"}, "User:CN=kmirror"),
+    ],
+)
+def test_principal_of_a_cluster_definition(cluster, principal):
+    assert acl_filters.kmirror_acl_principal(cluster) == principal
+
+
+def test_ssl_principal_must_be_given():
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="acl_principal"):
+        acl_filters.kmirror_acl_principal({"name": "t", "security_protocol": "SSL"})
+
+
+def run_module(module, args, capsys, monkeypatch):
+    from ansible.module_utils import basic
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_module_without_admin_config_only_computes(capsys, monkeypatch):
+    out = run_module(
+        acl_module,
+        {
+            "side": "source",
+            "principal": "User:m",
+            "whitelist": "orders.*",
+            "group": "g",
+            "_ansible_check_mode": True,
+        },
+        capsys,
+        monkeypatch,
+    )
+    assert out["changed"] is False
+    assert len(out["bindings"]) == 4 and out["to_create"] == []
+    assert "not contacted" in out["msg"]
+
+
+def test_module_reports_a_pattern_it_cannot_grant(capsys, monkeypatch):
+    out = run_module(
+        acl_module, {"side": "target", "principal": "User:m", "whitelist": "a[0-9]"}, capsys, monkeypatch
+    )
+    assert out["failed"] is True and "acl_topic_patterns" in out["msg"]

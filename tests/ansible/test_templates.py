@@ -1,0 +1,463 @@
+"""The shared templates, rendered as Ansible renders them, read back by the worker's own parsers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kmirror import config, safety
+from kmirror.errors import ConfigError
+from kmirror.jaas import load_jaas_file
+from kmirror.properties import parse_properties
+
+NASTY = 'p@ss "quoted" \\back\\slash $HOME %i #hash'
+
+
+def source(**over):
+    s = {
+        "name": "east",
+        "bootstrap_servers": "e1:9093, e2:9093",
+        "group_id": "kmirror-east",
+        "whitelist": "orders.*,payments",
+        "num_streams": 2,
+        "consumer_properties": {"session.timeout.ms": 6000},
+    }
+    s.update(over)
+    return s
+
+
+def target(**over):
+    t = {"name": "target", "bootstrap_servers": "t1:9093,t2:9093", "producer_properties": {}}
+    t.update(over)
+    return t
+
+
+def render_side(render, config_filters, safety_table, conf_dir, src, tgt, side, tuning=None):
+    """Render one side's files like the kmirror_config role; return the properties text and the item."""
+    sides = config_filters.kmirror_client_sides([src], tgt, str(conf_dir))
+    item = next(s for s in sides if s["side"] == side)
+    cluster = config_filters.kmirror_cluster_for(item, [src], tgt)
+    (conf_dir / src["name"]).mkdir(parents=True, exist_ok=True)
+    common = {
+        "kmirror_side": side,
+        "kmirror_source": src["name"],
+        "kmirror_cluster": cluster,
+        "kmirror_files": item["files"],
+    }
+    if item["jaas"]:
+        with open(item["files"]["jaas"], "w") as fh:
+            fh.write(render("jaas.conf.j2", kmirror_kerberos_service_name="kafka", **common))
+    text = render(
+        "client.properties.j2",
+        kmirror_safety=safety_table,
+        kmirror_tuning=tuning if tuning is not None else {"socket.receive.buffer.bytes": 4194304},
+        kmirror_client_id=f"kmirror-{src['name']}-w1-{side}",
+        **common,
+    )
+    with open(item["files"]["properties"], "w") as fh:
+        fh.write(text)
+    return text, item
+
+
+def accepted(text: str, side: str, origin: str = "<rendered>") -> config.ClientConfig:
+    """What the worker does with a file: parse, translate, make safe (refusing anything unsafe)."""
+    return config.finish(
+        config.translate(parse_properties(text, origin), side, origin, env={}), allow_unsafe=False
+    )
+
+
+def test_lookup_returns_the_workers_own_table(safety_table):
+    assert safety_table == safety.table()
+
+
+@pytest.mark.parametrize("side", ["consumer", "producer"])
+def test_plaintext_sides_are_safe(render, config_filters, safety_table, tmp_path, side):
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, source(), target(), side)
+    cfg = accepted(text, side)
+    assert cfg.safe and not cfg.violations
+    s = cfg.settings
+    if side == "consumer":
+        assert s["bootstrap.servers"] == "e1:9093,e2:9093"
+        assert s["group.id"] == "kmirror-east"
+        assert s["enable.auto.commit"] == "false"
+        assert s["auto.offset.reset"] == "earliest"
+        assert s["session.timeout.ms"] == "6000"
+        assert s["socket.receive.buffer.bytes"] == "4194304"
+    else:
+        assert s["bootstrap.servers"] == "t1:9093,t2:9093"
+        assert s["acks"] == "all" and s["enable.idempotence"] == "true"
+        assert "group.id" not in s
+    assert s["client.id"] == f"kmirror-east-w1-{side}"
+    # every required setting is written out, so an operator reading the file sees it
+    for req in safety.REQUIRED[side]:
+        assert re.search(rf"^{re.escape(req.key)}={re.escape(req.value)}$", text, re.M)
+    # the engine's own settings are left to the engine
+    for key in safety.ENGINE_OWNED[side]:
+        assert not re.search(rf"^{re.escape(key)}=", text, re.M)
+
+
+def test_rendered_files_pass_librdkafkas_own_check(render, config_filters, safety_table, tmp_path):
+    for side in ("consumer", "producer"):
+        _, item = render_side(render, config_filters, safety_table, tmp_path, source(), target(), side)
+        cfg = config.load_client_config(item["files"]["properties"], side)
+        assert cfg.safe
+
+
+def test_scram_credentials_per_side_through_jaas_files(render, config_filters, safety_table, tmp_path):
+    src = source(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="mirror-east",
+        sasl_password=NASTY,
+        tls={"ca_src": "files/ca.pem"},
+    )
+    tgt = target(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="mirror-target",
+        sasl_password="other-secret",
+    )
+    ctext, citem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "consumer")
+    ptext, pitem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "producer")
+    assert NASTY not in ctext and "other-secret" not in ptext  # passwords live in the JAAS files only
+    c = accepted(ctext, "consumer").settings
+    p = accepted(ptext, "producer").settings
+    assert (c["sasl.mechanisms"], c["sasl.username"], c["sasl.password"]) == (
+        "SCRAM-SHA-512",
+        "mirror-east",
+        NASTY,
+    )
+    assert (p["sasl.mechanisms"], p["sasl.username"], p["sasl.password"]) == (
+        "SCRAM-SHA-256",
+        "mirror-target",
+        "other-secret",
+    )
+    assert c["security.protocol"] == "SASL_SSL" and c["ssl.ca.location"] == citem["files"]["ca"]
+    assert "ssl.ca.location" not in p
+    assert citem["files"]["jaas"] != pitem["files"]["jaas"]
+
+
+def test_plain_mechanism(render, config_filters, safety_table, tmp_path):
+    tgt = target(security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u", sasl_password="pw")
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, source(), tgt, "producer")
+    s = accepted(text, "producer").settings
+    assert (s["sasl.mechanisms"], s["sasl.username"], s["sasl.password"]) == ("PLAIN", "u", "pw")
+
+
+def test_kerberos_keytab_and_principal(render, config_filters, safety_table, tmp_path):
+    src = source(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="GSSAPI",
+        kerberos_principal="kmirror/w1.example.com@EXAMPLE.COM",
+        kerberos_keytab_src="files/k.keytab",
+    )
+    text, item = render_side(render, config_filters, safety_table, tmp_path, src, target(), "consumer")
+    s = accepted(text, "consumer").settings
+    assert s["sasl.mechanisms"] == "GSSAPI"
+    assert s["sasl.kerberos.keytab"] == item["files"]["keytab"]
+    assert s["sasl.kerberos.principal"] == "kmirror/w1.example.com@EXAMPLE.COM"
+    assert s["sasl.kerberos.service.name"] == "kafka"
+    module = load_jaas_file(item["files"]["jaas"])["KafkaClient"][0]
+    assert module.options["useKeyTab"] == "true" and module.options["useTicketCache"] == "false"
+
+
+def test_mutual_tls_files(render, config_filters, safety_table, tmp_path):
+    tgt = target(
+        security_protocol="SSL", tls={"ca_src": "a", "cert_src": "b", "key_src": "c", "key_password": "k p"}
+    )
+    text, item = render_side(render, config_filters, safety_table, tmp_path, source(), tgt, "producer")
+    s = accepted(text, "producer").settings
+    assert s["ssl.ca.location"] == item["files"]["ca"]
+    assert s["ssl.certificate.location"] == item["files"]["cert"]
+    assert s["ssl.key.location"] == item["files"]["key"]
+    assert s["ssl.key.password"] == "k p"
+    assert item["secret_properties"]  # the role hides this file from logs
+
+
+def test_operator_may_extend_and_change_defaults(render, config_filters, safety_table, tmp_path):
+    src = source(
+        consumer_properties={
+            "auto.offset.reset": "latest",
+            "fetch.max.bytes": 104857600,
+            "check.crcs": True,
+            "socket.receive.buffer.bytes": 8388608,
+        }
+    )
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, src, target(), "consumer")
+    s = accepted(text, "consumer").settings
+    assert s["auto.offset.reset"] == "latest"
+    assert s["fetch.max.bytes"] == "104857600"
+    assert s["check.crcs"] == "true"  # YAML booleans are written the Java way
+    assert s["socket.receive.buffer.bytes"] == "8388608"
+    assert text.count("socket.receive.buffer.bytes=") == 1
+
+
+@pytest.mark.parametrize(
+    ("side", "props"),
+    [
+        ("producer", {"acks": 1}),
+        ("producer", {"enable.idempotence": False}),
+        ("producer", {"retries": 0}),
+        ("producer", {"max.in.flight.requests.per.connection": 10}),
+        ("consumer", {"enable.auto.commit": True}),
+    ],
+)
+def test_operator_cannot_silently_weaken(render, config_filters, safety_table, tmp_path, side, props):
+    src = source(consumer_properties=props if side == "consumer" else {})
+    tgt = target(producer_properties=props if side == "producer" else {})
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, src, tgt, side)
+    with pytest.raises(ConfigError, match="unsafe"):
+        accepted(text, side)
+    cfg = config.finish(config.translate(parse_properties(text), side, "<r>", env={}), allow_unsafe=True)
+    assert cfg.violations  # what `kmirror check-config` reports as UNSAFE
+
+
+def test_engine_owned_keys_are_refused(render, config_filters, safety_table, tmp_path):
+    src = source(consumer_properties={"enable.auto.offset.store": True})
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, src, target(), "consumer")
+    with pytest.raises(ConfigError, match=r"sets enable\.auto\.offset\.store"):
+        accepted(text, "consumer")
+
+
+def test_properties_escaping_round_trips(render, config_filters, safety_table, tmp_path):
+    odd = {
+        "client.rack": "  lead and trail  ",
+        "x.path": "C:\\dir\\file",
+        "x.multi": "a\nb",
+        "x.uni": "ünï #!",
+        "x key=:#!": "v",
+    }
+    src = source(consumer_properties=odd)
+    text, _ = render_side(render, config_filters, safety_table, tmp_path, src, target(), "consumer")
+    props = parse_properties(text)
+    for k, v in odd.items():
+        assert props[k] == v
+
+
+def test_no_secret_in_the_side_items(config_filters):
+    src = source(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="u",
+        sasl_password="s3cret-pw",
+        tls={"ca_src": "a", "cert_src": "b", "key_src": "c", "key_password": "kpw"},
+        acl_admin_properties={"sasl.password": "admin-pw"},
+    )
+    sides = config_filters.kmirror_client_sides([src], target(), "/etc/kmirror")
+    dumped = json.dumps(sides)
+    for secret in ("s3cret-pw", "kpw", "admin-pw"):
+        assert secret not in dumped
+    assert [s["side"] for s in sides] == ["consumer", "producer"]
+    assert sides[0]["files"]["properties"] == "/etc/kmirror/east/consumer.properties"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"group_id": ""}, "no group_id"),
+        ({"security_protocol": "TLS"}, "security_protocol 'TLS' is unknown"),
+        (
+            {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "u"},
+            "needs sasl_password",
+        ),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"}, "GSSAPI needs kerberos_principal"),
+        ({"security_protocol": "SSL", "tls": {"cert_src": "c"}}, "needs both tls.cert_src and tls.key_src"),
+        ({"tls": {"ca_src": "a"}}, "tls is set but security_protocol is PLAINTEXT"),
+        ({"name": "east west"}, "not usable as a systemd instance"),
+        ({"whitelist": "", "blacklist": ""}, "no whitelist or blacklist"),
+        ({"num_streams": 0}, "num_streams"),
+    ],
+)
+def test_bad_definitions_are_refused(config_filters, change, message):
+    with pytest.raises(config_filters.ClusterDefinitionError, match=re.escape(message)):
+        config_filters.check_definitions([source(**change)], target())
+
+
+def test_duplicate_source_names_are_refused(config_filters):
+    with pytest.raises(config_filters.ClusterDefinitionError, match="used twice"):
+        config_filters.check_definitions([source(), source()], target())
+
+
+# ------------------------------------------------------------------------------------------------ systemd
+
+
+def systemd_split(line: str) -> list[str]:
+    """Split an ExecStart= value as systemd does (double quotes, C escapes, %% and $$)."""
+    out, cur, i, quoted, started = [], [], 0, False, False
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and i + 1 < len(line):
+            cur.append(line[i + 1])
+            i += 2
+            started = True
+            continue
+        if c == '"':
+            quoted = not quoted
+            started = True
+        elif c == " " and not quoted:
+            if started:
+                out.append("".join(cur))
+            cur, started = [], False
+        else:
+            cur.append(c)
+            started = True
+        i += 1
+    if started:
+        out.append("".join(cur))
+    return [a.replace("%%", "%").replace("$$", "$") for a in out]
+
+
+def exec_start(render, src):
+    text = render(
+        "kmirror-instance.conf.j2",
+        kmirror_source=src,
+        kmirror_bin="/opt/kmirror/venv/bin/kmirror",
+        kmirror_conf_dir="/etc/kmirror",
+        kmirror_log_level="INFO",
+    )
+    lines = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")]
+    assert lines[0] == "ExecStart="
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    return systemd_split(lines[1][len("ExecStart=") :])
+
+
+def test_command_line_of_an_instance(render):
+    argv = exec_start(render, source(offset_commit_interval_ms=5000))
+    assert argv == [
+        "/opt/kmirror/venv/bin/kmirror",
+        "run",
+        "--consumer.config",
+        "/etc/kmirror/east/consumer.properties",
+        "--producer.config",
+        "/etc/kmirror/east/producer.properties",
+        "--whitelist",
+        "orders.*,payments",
+        "--num.streams",
+        "2",
+        "--offset.commit.interval.ms",
+        "5000",
+        "--log.level",
+        "INFO",
+    ]
+
+
+def test_command_line_quoting_keeps_regexes_exact(render):
+    nasty = 'a\\.b$|"q" %i x y'
+    argv = exec_start(render, source(whitelist=nasty, blacklist="c\\.private"))
+    assert argv[argv.index("--whitelist") + 1] == nasty
+    assert argv[argv.index("--blacklist") + 1] == "c\\.private"
+    # and the worker's own filter accepts what systemd hands it
+    from kmirror.filters import TopicFilter
+
+    assert TopicFilter(None, argv[argv.index("--blacklist") + 1]).matches("cXprivate")
+
+
+def test_template_unit_hardening(render):
+    text = render(
+        "kmirror@.service.j2",
+        kmirror_user="kmirror",
+        kmirror_group="kmirror",
+        kmirror_conf_dir="/etc/kmirror",
+        kmirror_restart_sec=10,
+        kmirror_stop_timeout_sec=60,
+        kmirror_extra_directives={"MemoryMax": "2G"},
+    )
+    for line in (
+        "User=kmirror",
+        "Restart=on-failure",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "RestartPreventExitStatus=2",
+        "MemoryMax=2G",
+        "Environment=KRB5_CONFIG=/etc/kmirror/krb5.conf",
+        "WantedBy=multi-user.target",
+    ):
+        assert line in text.splitlines(), line
+    assert "ExecStart=" not in text  # each instance's own, in its drop-in
+
+
+def test_krb5_conf(render):
+    text = render(
+        "krb5.conf.j2",
+        kmirror_krb5={
+            "default_realm": "EXAMPLE.COM",
+            "realms": {"EXAMPLE.COM": {"kdc": ["kdc1:88", "kdc2:88"], "admin_server": "kdc1"}},
+            "libdefaults": {"rdns": True, "ticket_lifetime": "10h"},
+            "domain_realm": {".example.com": "EXAMPLE.COM"},
+        },
+    )
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert "default_realm = EXAMPLE.COM" in lines
+    assert "rdns = true" in lines and "ticket_lifetime = 10h" in lines and "dns_lookup_kdc = false" in lines
+    assert lines.count("kdc = kdc1:88") == 1 and "kdc = kdc2:88" in lines and "admin_server = kdc1" in lines
+    assert ".example.com = EXAMPLE.COM" in lines
+
+
+def test_sysctl_file(render):
+    text = render("sysctl-kmirror.conf.j2", kmirror_rmem_max=4194304, kmirror_wmem_max=8388608)
+    assert "net.core.rmem_max = 4194304\n" in text and "net.core.wmem_max = 8388608\n" in text
+
+
+KMIRROR = Path(sys.executable).with_name("kmirror")
+
+
+def check_config(consumer: str, producer: str) -> subprocess.CompletedProcess:
+    """The real CLI, as the kmirror_config role runs it on the hosts."""
+    return subprocess.run(
+        [
+            str(KMIRROR),
+            "check-config",
+            "--json",
+            "--consumer.config",
+            consumer,
+            "--producer.config",
+            producer,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("src_over", "tgt_over"),
+    [
+        ({}, {}),
+        (
+            {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512"}
+            | {"sasl_username": "mirror-east", "sasl_password": NASTY},
+            {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}
+            | {"sasl_username": "mirror-target", "sasl_password": "other-secret"},
+        ),
+        ({"consumer_properties": {"fetch.max.bytes": 1048576, "session.timeout.ms": 10000}}, {}),
+    ],
+    ids=["plaintext", "scram-and-plain", "operator-extended"],
+)
+def test_rendered_pair_is_safe_for_kmirror_check_config(
+    render, config_filters, safety_table, tmp_path, src_over, tgt_over
+):
+    src, tgt = source(**src_over), target(**tgt_over)
+    _, citem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "consumer")
+    _, pitem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "producer")
+    proc = check_config(citem["files"]["properties"], pitem["files"]["properties"])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["verdict"] == "SAFE"
+    assert NASTY not in proc.stdout and "other-secret" not in proc.stdout  # secrets masked in the report
+
+
+def test_weakened_file_is_refused_by_kmirror_check_config(render, config_filters, safety_table, tmp_path):
+    src = source()
+    tgt = target(producer_properties={"acks": 1})
+    _, citem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "consumer")
+    _, pitem = render_side(render, config_filters, safety_table, tmp_path, src, tgt, "producer")
+    proc = check_config(citem["files"]["properties"], pitem["files"]["properties"])
+    assert proc.returncode != 0
+    assert "acks" in proc.stdout + proc.stderr
