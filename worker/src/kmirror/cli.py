@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kmirror import __version__, safety, translation
+from kmirror import __version__, audit, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
 from kmirror.plan import DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
@@ -219,6 +219,8 @@ def _parser() -> argparse.ArgumentParser:
         "(the Ansible templates render these).",
     )
     defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
+    lagcheck.register(sub)
+    audit.register(sub)
     return top
 
 
@@ -339,6 +341,8 @@ COMMANDS = {
     "check-config": cmd_check_config,
     "config-keys": cmd_config_keys,
     "defaults": cmd_defaults,
+    **lagcheck.COMMANDS,
+    **audit.COMMANDS,
 }
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from kmirror.audit.job import main
+
+sys.exit(main())

@@ -1,0 +1,331 @@
+"""kmirror audit: prove with a Spark job that the target holds every source record, exactly once.
+
+    kmirror audit --source.config FILE --target.config FILE --topics REGEX [--from TIME] [--to TIME]
+                  [--bucket 10m] [--grace 5m] --output DIR [--master URL]
+
+Both clusters are read in parallel inside Spark executors (confluent-kafka, one Spark partition per
+offset range). Per topic and time bucket of the record timestamp, the counts and two order-independent
+content checksums are compared; buckets that differ are compared record by record on the content
+(topic, key, value, headers, timestamp): missing (in the source, not in the target), duplicated
+(extra copies in the target), unexpected (in the target, not in the source). Records newer than
+now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
+The properties files are read as `kmirror run` reads them (Java and legacy keys, SASL, TLS).
+
+Exit codes: 0 complete, 1 records missing or duplicated, 2 error (one line on stderr).
+
+Also runs as `python -m kmirror.audit ...` and under spark-submit (the master and the driver's
+settings then come from spark-submit):
+    spark-submit --master URL "$(python -c 'import kmirror.audit.job as j; print(j.__file__)')" ...
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":  # run as a script (spark-submit): its directory must not shadow modules
+    import os
+
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+
+import argparse
+import contextlib
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kmirror.audit import diff, report
+from kmirror.audit.kafka import AuditError, plan_cluster
+from kmirror.audit.plan import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
+from kmirror.errors import KmirrorError
+from kmirror.filters import TopicFilter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_RANGE_SIZE = 250_000
+
+
+@dataclass
+class AuditOptions:
+    source: Mapping[str, str]
+    target: Mapping[str, str]
+    topics: str
+    from_ms: int | None = None
+    to_ms: int | None = None
+    bucket_ms: int = 600_000
+    grace_ms: int = 300_000
+    max_skew_ms: int = 900_000
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    range_size: int = DEFAULT_RANGE_SIZE
+    max_listed: int = 1_000_000
+    timeout: float = 30.0
+
+
+@dataclass
+class Plan:
+    """The offset ranges to read on both clusters, and how long finding them took."""
+
+    spans: list[Span]
+    seconds: float
+
+
+def plan(o: AuditOptions) -> Plan:
+    """Which offsets to read (driver only, no Spark): the source first, then the target, so that the
+    target's snapshot holds whatever of the source's the mirror has already copied."""
+    t0 = time.monotonic()
+    topics = TopicFilter(include=o.topics)
+    kw = {"from_ms": o.from_ms, "max_skew_ms": o.max_skew_ms, "timeout": o.timeout}
+    src = plan_cluster(SOURCE, o.source, topics, name="source", **kw)  # type: ignore[arg-type]
+    tgt = plan_cluster(TARGET, o.target, topics, name="target", **kw)  # type: ignore[arg-type]
+    if not src and not tgt:
+        raise AuditError(f"nothing to audit: no non-empty topic matches {o.topics!r} on either cluster")
+    return Plan(src + tgt, time.monotonic() - t0)
+
+
+def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> dict[str, object]:
+    """Plan (unless given), compare, and build the report (a dict, as written to report.json)."""
+    from kmirror.audit import spark as sp
+
+    planned = planned or plan(o)
+    spans = planned.spans
+    t1 = time.monotonic()
+    settings = [o.source, o.target]
+    in_flight_from = o.now_ms - o.grace_ms
+    window = {"from_ms": o.from_ms, "to_ms": o.to_ms, "bucket_ms": o.bucket_ms}
+    rows = sp.bucket_sums(
+        spark, spans, settings, in_flight_from=in_flight_from, range_size=o.range_size, **window
+    )
+    phase1 = diff.compare_sums(rows)
+    t2 = time.monotonic()
+    groups: list[diff.ContentGroup] = []
+    if phase1.differing:
+        only: dict[str, set[int]] = defaultdict(set)
+        for topic, bucket, _fly in phase1.differing:
+            only[topic].add(bucket)
+        groups = sp.content_groups(
+            spark, phase1.recheck, settings, only=only, range_size=o.range_size, **window
+        )
+    differences = diff.classify(groups, o.bucket_ms, in_flight_from)
+    t3 = time.monotonic()
+    ctx = report.Context(
+        source=o.source.get("bootstrap.servers", ""),
+        target=o.target.get("bootstrap.servers", ""),
+        topics_regex=o.topics,
+        from_ms=o.from_ms,
+        to_ms=o.to_ms,
+        bucket_ms=o.bucket_ms,
+        grace_ms=o.grace_ms,
+        now_ms=o.now_ms,
+        spans=spans,
+        timings={
+            "plan": planned.seconds,
+            "sums": t2 - t1,
+            "records": t3 - t2,
+            "compare": t3 - t1,
+        },
+        spark={"version": spark.version, "master": spark.sparkContext.master},
+        max_listed=o.max_listed,
+    )
+    return report.build(ctx, phase1, differences)
+
+
+def write(rep: Mapping[str, object], out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    j, h = out / "report.json", out / "report.html"
+    j.write_text(json.dumps(rep, indent=1) + "\n")
+    h.write_text(report.render_html(rep))
+    return j, h
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    """Add `audit` to kmirror's sub-commands."""
+    p = subparsers.add_parser(
+        "audit",
+        help="prove the target holds every source record exactly once (a Spark job)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--source.config",
+        dest="source_config",
+        required=True,
+        metavar="FILE",
+        help="properties of the source cluster (the mirror's consumer file works)",
+    )
+    p.add_argument(
+        "--target.config",
+        dest="target_config",
+        required=True,
+        metavar="FILE",
+        help="properties of the target cluster (the mirror's producer file works)",
+    )
+    p.add_argument(
+        "--topics",
+        required=True,
+        metavar="REGEX",
+        help="Java regex of the topics, matched against the whole name; ',' means '|'",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_",
+        metavar="TIME",
+        help="only records with a timestamp at or after TIME: epoch ms, ISO 8601 (UTC when no "
+        "zone), 'now' or relative like -2h",
+    )
+    p.add_argument("--to", metavar="TIME", help="only records with a timestamp before TIME")
+    p.add_argument("--bucket", default="10m", metavar="DURATION", help="time bucket (default 10m)")
+    p.add_argument(
+        "--grace",
+        default="5m",
+        metavar="DURATION",
+        help="records newer than now - grace are in flight, not missing (default 5m)",
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="where report.json and report.html go; strftime fields (%%Y-%%m-%%dT%%H%%M) are "
+        "filled with the UTC time",
+    )
+    p.add_argument("--master", metavar="URL", help="Spark master (default local[*], or spark-submit's own)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting")
+    p.add_argument(
+        "--max-skew",
+        default="15m",
+        metavar="DURATION",
+        help="with --from: start reading at the first offset whose timestamp is at least "
+        "from - max-skew (records can be out of timestamp order; default 15m)",
+    )
+    p.add_argument(
+        "--range-size",
+        type=int,
+        default=DEFAULT_RANGE_SIZE,
+        metavar="N",
+        help=f"offsets per Spark partition (default {DEFAULT_RANGE_SIZE})",
+    )
+    p.add_argument(
+        "--max-listed",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="records listed per kind in report.json (default 1000000)",
+    )
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="broker request timeout")
+    return p
+
+
+def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
+    from kmirror.lagcheck import connection_settings
+
+    now_ms = int(now.timestamp() * 1000)
+    from_ms = parse_time(a.from_, "--from", now_ms) if a.from_ else None
+    to_ms = parse_time(a.to, "--to", now_ms) if a.to else None
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise AuditError("--from must be before --to")
+    if a.range_size < 1 or a.max_listed < 0:
+        raise AuditError("--range-size must be at least 1 and --max-listed at least 0")
+    TopicFilter(include=a.topics)  # refuses an invalid regex now
+    return AuditOptions(
+        source=connection_settings(a.source_config),
+        target=connection_settings(a.target_config),
+        topics=a.topics,
+        from_ms=from_ms,
+        to_ms=to_ms,
+        bucket_ms=parse_duration(a.bucket, "--bucket"),
+        grace_ms=parse_duration(a.grace, "--grace"),
+        max_skew_ms=parse_duration(a.max_skew, "--max-skew"),
+        now_ms=now_ms,
+        range_size=a.range_size,
+        max_listed=a.max_listed,
+        timeout=a.timeout,
+    )
+
+
+def _spark_conf(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k.strip():
+            raise AuditError(f"--conf {p!r}: expected KEY=VALUE")
+        out[k.strip()] = v.strip()
+    return out
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$")
+
+
+def short_error(exc: BaseException) -> str:
+    """One line for an operator from an exception that may carry a JVM or Python worker trace: the
+    last 'SomethingError: message' line of the innermost cause, else the first line."""
+    text = str(exc)
+    found = [m for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m]
+    line = (
+        f"{found[-1].group(1)}: {found[-1].group(2)}"
+        if found
+        else text.strip().splitlines()[0]
+        if text.strip()
+        else type(exc).__name__
+    )
+    return " ".join(line.split())[:500]
+
+
+def cmd_audit(a: argparse.Namespace) -> int:
+    now = datetime.now(UTC)
+    try:
+        opts = options(a, now)
+        conf = _spark_conf(a.conf)
+        out = output_dir(a.output, now)
+        out.mkdir(parents=True, exist_ok=True)
+    except KmirrorError as exc:
+        raise AuditError(" ".join(str(exc).split())) from None
+    except OSError as exc:
+        raise AuditError(f"{a.output}: {exc.strerror or exc}") from None
+    from kmirror.audit import spark as sp
+
+    spark = None
+    try:
+        planned = plan(opts)  # cluster problems show before Spark starts
+        spark = sp.session(a.master, conf)
+        rep = run(spark, opts, planned)
+        paths = write(rep, out)
+    except KmirrorError as exc:
+        raise AuditError(" ".join(str(exc).split())) from None
+    except Exception as exc:
+        raise AuditError(short_error(exc)) from None
+    finally:
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()
+    print(f"kmirror audit: {rep['summary']}")
+    print(f"kmirror audit: report {paths[1]} ({paths[0].name} beside it)")
+    return int(rep["exit_code"])  # type: ignore[call-overload]
+
+
+COMMANDS = {"audit": cmd_audit}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m kmirror.audit ...` or spark-submit: the same as `kmirror audit ...`."""
+    top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
+    register(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(["audit", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return cmd_audit(args)
+    except KmirrorError as exc:
+        print(f"kmirror audit: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return report.EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

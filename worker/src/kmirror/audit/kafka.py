@@ -1,0 +1,120 @@
+"""Driver side of the audit: which partitions to read and from which offset to which (confluent-kafka).
+
+End offsets are planned as max(high watermark, past the last offset found by reading from high
+watermark - 1 to the end of the partition): correct on Kafka, and it finds the true end on brokers whose
+high watermark lags behind the log (the embedded test broker).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from kmirror.audit.plan import Span, planned_end
+from kmirror.errors import KmirrorError
+from kmirror.filters import TopicFilter
+
+_LOG = logging.getLogger("kmirror.librdkafka.audit")
+
+
+class AuditError(KmirrorError):
+    """The audit could not run; `kmirror audit` exits 2."""
+
+    exit_code = 2
+
+
+def consumer_conf(settings: Mapping[str, str]) -> dict[str, object]:
+    """A group-less reader: assigned partitions, nothing committed, bounded prefetch."""
+    return {
+        **settings,
+        "group.id": "kmirror-audit",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "queued.max.messages.kbytes": 16384,
+        "fetch.wait.max.ms": 50,  # the end of a partition is seen 50 ms after the last record, not 500
+        "log_level": 3,
+    }
+
+
+def plan_cluster(
+    side: int,
+    settings: Mapping[str, str],
+    topics: TopicFilter,
+    *,
+    from_ms: int | None,
+    max_skew_ms: int,
+    timeout: float,
+    name: str,
+) -> list[Span]:
+    """Spans [start, end) of every partition of the matching topics of one cluster."""
+    c = Consumer(consumer_conf(settings), logger=_LOG)
+    try:
+        try:
+            md = c.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise AuditError(
+                f"{name} cluster ({settings.get('bootstrap.servers')}): {exc.args[0].str()}"
+            ) from None
+        names = topics.select(md.topics)
+        tps = [TopicPartition(t, p) for t in names for p in sorted(md.topics[t].partitions)]
+        if not tps:
+            return []
+        marks = {}
+        for tp in tps:
+            low, high = c.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            marks[(tp.topic, tp.partition)] = (low, high)
+        starts = {k: low for k, (low, _) in marks.items()}
+        if from_ms is not None:
+            # First offset whose timestamp is at least from - skew; -1 means none: nothing to read.
+            asked = [TopicPartition(t, p, from_ms - max_skew_ms) for (t, p) in marks]
+            for tp in c.offsets_for_times(asked, timeout=timeout):
+                low, high = marks[(tp.topic, tp.partition)]
+                starts[(tp.topic, tp.partition)] = high if tp.offset < 0 else max(low, tp.offset)
+        last = _probe_ends(c, marks, timeout)
+        spans = []
+        for key, (_low, high) in marks.items():
+            end = planned_end(high, last.get(key))
+            start = starts[key]
+            if end > start:
+                spans.append(Span(side, key[0], key[1], start, end))
+        return spans
+    except KafkaException as exc:
+        raise AuditError(f"{name} cluster: {exc.args[0].str()}") from None
+    finally:
+        c.close()
+
+
+def _probe_ends(
+    c: Consumer, marks: Mapping[tuple[str, int], tuple[int, int]], timeout: float
+) -> dict[tuple[str, int], int]:
+    """The last offset of every non-empty partition, read from high watermark - 1 to end of partition."""
+    todo = {k for k, (low, high) in marks.items() if high > low}
+    if not todo:
+        return {}
+    c.assign([TopicPartition(t, p, max(marks[(t, p)][0], marks[(t, p)][1] - 1)) for t, p in sorted(todo)])
+    last: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout
+    while todo and time.monotonic() < deadline:
+        m = c.poll(0.2)  # one at a time: consume(n) would wait for n records or its whole timeout
+        if m is None:
+            continue
+        key = (m.topic(), m.partition())
+        err = m.error()
+        if err is None:
+            last[key] = max(last.get(key, -1), m.offset())
+        elif err.code() == KafkaError._PARTITION_EOF:
+            todo.discard(key)
+        else:
+            raise KafkaException(err)
+    c.unassign()
+    if todo:
+        missing = ", ".join(f"{t}/{p}" for t, p in sorted(todo)[:5])
+        raise AuditError(
+            f"could not find the end of {len(todo)} partition(s) within {timeout:.0f} s: {missing}"
+        )
+    return last

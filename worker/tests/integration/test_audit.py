@@ -1,0 +1,298 @@
+"""The Spark audit against real embedded brokers: planted drops, duplicates and extras are each found
+exactly and named; a clean mirror made by `kmirror run` reports nothing; in-flight records are not
+missing; the command line (python -m and spark-submit) end to end.
+
+One Spark session (local[2]) is shared by the in-process tests of this module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from conftest import (
+    Rec,
+    Worker,
+    committed,
+    consumer_file,
+    create_topic,
+    produce,
+    producer_file,
+    run_args,
+    wait_until,
+    write,
+)
+
+from kmirror.audit import job
+from kmirror.audit import spark as audit_spark
+
+BASE_TS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+MINUTE = 60_000
+AUDIT = [sys.executable, "-m", "kmirror.audit"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = audit_spark.session("local[2]")
+    yield s
+    s.stop()
+
+
+class Log:
+    """Records produced to one cluster, with the partition and offset each got (one record per batch)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.next: dict[tuple[str, int], int] = {}
+        self.where: list[tuple[Rec, int]] = []
+
+    def send(self, records):
+        produce(self.cluster, records)
+        for r in records:
+            off = self.next.get((r.topic, r.partition), 0)
+            self.next[(r.topic, r.partition)] = off + 1
+            self.where.append((r, off))
+        return [off for _, off in self.where[-len(records) :]]
+
+
+def spread(topic, partitions, n, step_ms=1000, start=0, base=BASE_TS):
+    """n records per partition, one every step_ms, with null keys, null values and header values."""
+    out = []
+    for i in range(start, start + n):
+        for p in range(partitions):
+            key = None if i % 11 == 0 else b"k%d" % (i % 7)
+            value = None if i % 13 == 0 else b"%s:%d:%d" % (topic.encode(), p, i)
+            headers = (("seq", b"%d" % i), ("opt", None if i % 2 else b""))
+            out.append(Rec(topic, p, key, value, headers, base + i * step_ms + p))
+    return out
+
+
+def options(kafka, topics, **kw):
+    return job.AuditOptions(
+        source={"bootstrap.servers": kafka["source"].bootstrap},
+        target={"bootstrap.servers": kafka["target"].bootstrap},
+        topics=topics,
+        **kw,
+    )
+
+
+def located(report, kind):
+    return sorted((r["topic"], r["partition"], r["offset"]) for r in report[kind])
+
+
+def plant(kafka):
+    """Source: orders (3 partitions) and payments (2); target: payments has 3 partitions (placement
+    differs), some records dropped, some twice, some the source never had."""
+    src, tgt = Log(kafka["source"]), Log(kafka["target"])
+    create_topic(kafka["source"], "orders", 3)
+    create_topic(kafka["source"], "payments", 2)
+    create_topic(kafka["target"], "orders", 3)
+    create_topic(kafka["target"], "payments", 3)
+    orders, payments = spread("orders", 3, 100), spread("payments", 2, 60)
+    src.send(orders)
+    src.send(payments)
+    drop = {7, 150, 299}  # indexes into orders
+    drop_pay = {0, 59}
+    target_orders = [r for i, r in enumerate(orders) if i not in drop]
+    moved = [
+        Rec(r.topic, (i + 1) % 3, r.key, r.value, r.headers, r.timestamp)
+        for i, r in enumerate(payments)
+        if i not in drop_pay
+    ]
+    tgt.send(target_orders)
+    tgt.send(moved)
+    dup_offsets = tgt.send([orders[10], orders[11], moved[5]])  # second copies, at the end of partitions
+    # Records the source never had: new content, and near twins of source records that differ only in a
+    # header value (b"" vs None), in a NULL swapped between key and value, or in the timestamp.
+    twin = orders[6]
+    twin_headers = (twin.headers[0], ("opt", None if twin.headers[1][1] == b"" else b""))
+    swapped_src = next(r for r in orders if r.key is None and r.value is not None)
+    extras = [
+        Rec("orders", 0, b"ghost", b"boo", (), BASE_TS + 5_500),
+        Rec("orders", 1, twin.key, twin.value, twin_headers, twin.timestamp),
+        Rec("orders", 2, swapped_src.value, None, swapped_src.headers, swapped_src.timestamp),
+        Rec(
+            "payments", 2, payments[1].key, payments[1].value, payments[1].headers, payments[1].timestamp + 1
+        ),
+    ]
+    extra_offsets = tgt.send(extras)
+    src_off = {id(r): off for r, off in src.where}
+    missing = sorted((orders[i].topic, orders[i].partition, src_off[id(orders[i])]) for i in drop)
+    missing += sorted(("payments", payments[i].partition, src_off[id(payments[i])]) for i in drop_pay)
+    dups = sorted(
+        (r.topic, r.partition, off)
+        for r, off in zip([orders[10], orders[11], moved[5]], dup_offsets, strict=True)
+    )
+    unexpected = sorted((r.topic, r.partition, off) for r, off in zip(extras, extra_offsets, strict=True))
+    return sorted(missing), dups, unexpected, len(orders) + len(payments)
+
+
+def test_planted_drops_duplicates_and_extras_are_found_exactly(kafka, spark, tmp_path):
+    missing, dups, unexpected, n_source = plant(kafka)
+    # Small ranges: every partition is read as several Spark partitions.
+    rep = job.run(spark, options(kafka, "orders|payments", bucket_ms=MINUTE, range_size=40))
+    assert located(rep, "missing_records") == missing
+    assert located(rep, "duplicated_records") == dups
+    assert located(rep, "unexpected_records") == unexpected
+    assert rep["in_flight_records"] == []
+    t = rep["totals"]
+    assert (t["missing"], t["duplicated"], t["unexpected"], t["in_flight"]) == (5, 3, 4, 0)
+    assert t["source_records"] == n_source
+    assert t["target_records"] == n_source - 5 + 3 + 4
+    assert rep["exit_code"] == 1 and rep["verdict"] == "incomplete"
+    # Every missing record is named with its content, and lies in a bucket whose completeness shows it.
+    m = rep["missing_records"][0]
+    assert set(m) == {"topic", "partition", "offset", "timestamp", "key"}
+    differing = {(b["topic"], b["start_ms"]) for b in rep["buckets"] if not b["checksums_match"]}
+    for r in rep["missing_records"]:
+        assert (r["topic"], r["timestamp"] - r["timestamp"] % MINUTE) in differing
+    short = {(r["topic"], r["timestamp"] - r["timestamp"] % MINUTE) for r in rep["missing_records"]}
+    assert {(b["topic"], b["start_ms"]) for b in rep["buckets"] if b["completeness"] < 1} == short
+    assert {b["topic"] for b in rep["buckets"]} == {"orders", "payments"}
+    assert len(rep["buckets"]) == 2 * 2  # 100 s and 60 s of records, from 20 s into a minute
+    paths = job.write(rep, tmp_path / "report")
+    assert json.loads(paths[0].read_text())["totals"] == t
+    page = paths[1].read_text()
+    assert page.count("<svg") == 2 and "INCOMPLETE: 5 missing, 3 duplicated, 4 unexpected" in page
+
+    # A time window: only records of [from, to) are compared.
+    rep = job.run(
+        spark,
+        options(kafka, "orders", bucket_ms=MINUTE, from_ms=BASE_TS + 20_000, to_ms=BASE_TS + 60_000),
+    )
+    assert rep["totals"]["source_records"] == 40 * 3
+    assert located(rep, "missing_records") == [m for m in missing if m[0] == "orders" and 20 <= m[2] < 60]
+    assert rep["totals"]["duplicated"] == 0 and rep["totals"]["unexpected"] == 0
+
+
+def wait_mirrored(cluster, group, topic, partitions, ends, timeout=90):
+    wait_until(lambda: committed(cluster, group, topic, partitions) == ends, timeout, f"{topic} mirrored")
+
+
+def end_offsets(cluster, topic, partitions):
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        }
+    finally:
+        c.close()
+
+
+def test_clean_mirror_by_kmirror_run_reports_nothing_and_recent_gaps_are_in_flight(
+    kafka, spark, tmp_path, workers
+):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "clean", 3)
+    now = int(time.time() * 1000)
+    old = spread("clean", 3, 400, step_ms=250)
+    produce(src, old)
+    ends = end_offsets(src, "clean", 3)
+    w = Worker(
+        tmp_path, run_args(consumer_file(tmp_path, src), producer_file(tmp_path, tgt), "--whitelist", "clean")
+    )
+    workers.append(w)
+    wait_mirrored(src, "mirror", "clean", 3, ends)
+    assert w.stop() == 0
+    # The mirror batches its writes: the target's high watermarks lag behind its logs on the test broker.
+    rep = job.run(spark, options(kafka, "clean", bucket_ms=MINUTE))
+    t = rep["totals"]
+    assert (t["source_records"], t["target_records"]) == (1200, 1200)
+    assert (t["missing"], t["duplicated"], t["unexpected"], t["in_flight"]) == (0, 0, 0, 0)
+    assert rep["exit_code"] == 0 and rep["verdict"] == "complete"
+    assert all(b["checksums_match"] and b["completeness"] == 1.0 for b in rep["buckets"])
+    assert rep["missing_records"] == rep["duplicated_records"] == rep["unexpected_records"] == []
+
+    # Records written after the mirror stopped: the recent ones are in flight, the old ones missing.
+    recent = spread("clean", 3, 5, start=1000, step_ms=1, base=now)
+    late_old = spread("clean", 3, 1, start=2000)
+    produce(src, recent + late_old)
+    rep = job.run(spark, options(kafka, "clean", bucket_ms=MINUTE, grace_ms=10 * MINUTE))
+    t = rep["totals"]
+    assert (t["in_flight"], t["missing"], t["duplicated"], t["unexpected"]) == (15, 3, 0, 0)
+    assert {r["partition"] for r in rep["in_flight_records"]} == {0, 1, 2}
+    assert located(rep, "missing_records") == [("clean", p, 405) for p in range(3)]
+    assert rep["exit_code"] == 1
+    rep = job.run(spark, options(kafka, "clean", bucket_ms=MINUTE, to_ms=BASE_TS + 200_000))
+    assert rep["exit_code"] == 0 and rep["totals"]["source_records"] == 3 * 400
+
+
+def audit_cli(args, runner=AUDIT, timeout=300):
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run([*runner, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_command_line_end_to_end(kafka, tmp_path):
+    missing, _dups, _unexpected, _n = plant(kafka)
+    # The mirror's own files: Java keys translated as for `kmirror run`.
+    consumer = write(
+        tmp_path / "consumer.properties",
+        f"bootstrap.servers={kafka['source'].bootstrap}\ngroup.id=mirror\nauto.offset.reset=earliest\n",
+    )
+    producer = write(
+        tmp_path / "producer.properties",
+        f"metadata.broker.list={kafka['target'].bootstrap}\nacks=all\ncompression.type=lz4\n",
+    )
+    out = audit_cli(
+        [
+            "--source.config", str(consumer), "--target.config", str(producer), "--topics", "orders,payments",
+            "--from", "2023-11-14T22:13:20Z", "--to", str(BASE_TS + 100_000), "--bucket", "1m",
+            "--output", str(tmp_path / "audits" / "%Y-%m-%d"), "--master", "local[2]",
+        ]
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "INCOMPLETE: 5 missing, 3 duplicated, 4 unexpected, 0 in flight" in out.stdout
+    dated = list((tmp_path / "audits").iterdir())
+    assert len(dated) == 1 and dated[0].name == time.strftime("%Y-%m-%d", time.gmtime())
+    rep = json.loads((dated[0] / "report.json").read_text())
+    assert located(rep, "missing_records") == missing
+    assert (dated[0] / "report.html").read_text().count("<svg") == 2
+
+    # Errors: one line, exit 2, before any Spark starts.
+    def fails(source, target, topics, *extra):
+        args = ["--source.config", str(source), "--target.config", str(target), "--topics", topics]
+        out = audit_cli([*args, "--output", str(tmp_path / "o"), *extra])
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert out.stderr.startswith("kmirror audit: error: ")
+        return out.stderr
+
+    assert "file not found" in fails(consumer, tmp_path / "nope", "x")
+    bad = write(tmp_path / "bad.properties", f"bootstrap.servers={kafka['source'].bootstrap}\nzk.connect=x\n")
+    assert "zk.connect" in fails(bad, producer, "x")
+    assert "nothing to audit" in fails(consumer, producer, "nothing.*")
+    assert "--bucket" in fails(consumer, producer, "x", "--bucket", "10")
+    kafka["target"].pause()
+    try:
+        err = fails(consumer, producer, "orders", "--timeout", "3")
+    finally:
+        kafka["target"].resume()
+    assert "target cluster" in err
+
+
+def test_spark_submit_runs_the_job(kafka, tmp_path):
+    src, tgt = Log(kafka["source"]), Log(kafka["target"])
+    create_topic(kafka["source"], "same", 2)
+    records = spread("same", 2, 50)
+    src.send(records)
+    tgt.send(records)
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    out = audit_cli(
+        [
+            "--source.config", str(producer_file(tmp_path, kafka["source"], name="s.properties")),
+            "--target.config", str(producer_file(tmp_path, kafka["target"], name="t.properties")),
+            "--topics", "same", "--output", str(tmp_path / "submitted"),
+        ],
+        runner=[str(spark_submit), "--master", "local[2]", "--driver-memory", "512m", job.__file__],
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (
+        "COMPLETE: 0 missing, 0 duplicated, 0 unexpected, 0 in flight; 100 source and 100 target"
+        in out.stdout
+    )
+    rep = json.loads((tmp_path / "submitted" / "report.json").read_text())
+    assert rep["spark"]["master"] == "local[2]" and rep["exit_code"] == 0
