@@ -1,0 +1,45 @@
+# Deployment toolkit (roles/, playbooks/, templates/, molecule/): included by the Makefile after its
+# VENV/BIN/STAMP definitions. Targets:
+#   make ansible-install   ansible-core, ansible-lint, molecule, testinfra into the project venv
+#   make lint-ansible      ansible-lint, production profile (its yaml rule runs yamllint's checks)
+#   make test-ansible      fast template/plugin/module tests (tests/ansible, no hosts)
+#   make molecule          every molecule scenario on real systemd-nspawn guests, one after another;
+#                          a failed scenario is still destroyed, the others still run, the target fails
+# Needs root on Debian 12 (hosts.py prereqs installs systemd-container, debootstrap, ... with apt-get).
+
+VENV ?= .venv
+BIN ?= $(VENV)/bin
+ANSIBLE_STAMP := $(VENV)/.ansible-installed
+MOLECULE_SCENARIOS ?= default tls kerberos
+ANSIBLE_LINT_PATHS := roles playbooks $(addprefix molecule/,$(MOLECULE_SCENARIOS))
+# molecule shells out to ansible-playbook and ansible-config: run it as from an activated venv.
+MOLECULE_ENV := PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+
+.PHONY: ansible-install lint-ansible test-ansible molecule
+
+$(ANSIBLE_STAMP): requirements-ansible.txt $(STAMP)
+	$(BIN)/python -m pip install --quiet -r requirements-ansible.txt
+	touch $@
+
+ansible-install: $(ANSIBLE_STAMP)
+
+lint-ansible: ansible-install
+	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline $(ANSIBLE_LINT_PATHS)
+
+test-ansible: ansible-install
+	$(BIN)/pytest -q -p no:cacheprovider --basetemp=/tmp/kmirror-ansible-pt tests/ansible
+
+molecule: ansible-install
+	python3 molecule/shared/hosts.py prereqs
+	@failed=""; \
+	for s in $(MOLECULE_SCENARIOS); do \
+		echo "=== molecule scenario $$s"; \
+		start=$$(date +%s); \
+		if $(MOLECULE_ENV) $(BIN)/molecule test -s $$s; then \
+			echo "=== molecule scenario $$s passed in $$(( $$(date +%s) - start )) s"; \
+		else \
+			failed="$$failed $$s"; \
+			$(MOLECULE_ENV) $(BIN)/molecule destroy -s $$s || true; \
+		fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi

@@ -1,0 +1,70 @@
+"""Expressions in the roles' defaults and vars, evaluated by Ansible's own templar (filters included)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from conftest import ROLES
+
+
+def evaluate(role: str, kind: str, name: str, **variables: object) -> object:
+    data = yaml.safe_load((ROLES / role / kind / "main.yml").read_text())
+    templar = Templar(loader=DataLoader(), variables={**data, **variables})
+    return templar.template(trust_as_template(data[name]))
+
+
+SOURCES = [
+    {"name": "east", "consumer_properties": {"socket.receive.buffer.bytes": 8388608}},
+    {"name": "west"},  # no consumer_properties at all
+    {"name": "north", "consumer_properties": {}},
+]
+
+
+@pytest.mark.parametrize(
+    ("sources", "target", "rmem", "wmem"),
+    [
+        (
+            SOURCES,
+            {"name": "t", "producer_properties": {"socket.send.buffer.bytes": 16777216}},
+            8388608,
+            16777216,
+        ),
+        ([{"name": "west"}], {"name": "t"}, 4194304, 4194304),
+    ],
+)
+def test_sysctl_limits_cover_every_cluster(sources, target, rmem, wmem):
+    given = {"kmirror_source_clusters": sources, "kmirror_target_cluster": target}
+    assert int(evaluate("kmirror_sysctl", "defaults", "kmirror_sysctl_rmem_max", **given)) == rmem
+    assert int(evaluate("kmirror_sysctl", "defaults", "kmirror_sysctl_wmem_max", **given)) == wmem
+
+
+@pytest.mark.parametrize(
+    ("state", "upgraded", "expected"),
+    [("started", False, ["west"]), ("started", True, ["east", "west"]), ("stopped", True, [])],
+)
+def test_restart_list_of_the_handlers(state, upgraded, expected):
+    got = evaluate(
+        "kmirror_service",
+        "vars",
+        "kmirror_service_restart_list",
+        kmirror_service_state=state,
+        kmirror_worker_upgraded=upgraded,
+        kmirror_source_clusters=[{"name": "east"}, {"name": "west"}, {"name": "south"}],
+        kmirror_config_changed_sources=["west"],
+        kmirror_service_changed_sources=[],
+        kmirror_service_started_sources=["south"],
+    )
+    assert got == expected
+
+
+@pytest.mark.parametrize("role", ["kmirror_config", "kmirror_topics", "kmirror_acls", "kmirror_service"])
+def test_only_limits_a_role_to_the_named_sources(role):
+    short = role.removeprefix("kmirror_")
+    name = f"kmirror_{short}_sources" if role != "kmirror_config" else "kmirror_config_sources"
+    sources = [{"name": "east"}, {"name": "west"}]
+    every = evaluate(role, "vars", name, kmirror_source_clusters=sources, **{f"kmirror_{short}_only": []})
+    one = evaluate(role, "vars", name, kmirror_source_clusters=sources, **{f"kmirror_{short}_only": ["west"]})
+    assert [s["name"] for s in every] == ["east", "west"]
+    assert [s["name"] for s in one] == ["west"]
