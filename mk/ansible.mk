@@ -2,7 +2,8 @@
 # VENV/BIN/STAMP definitions. Targets:
 #   make ansible-install   ansible-core, ansible-lint, molecule, testinfra into the project venv
 #   make lint-ansible      ansible-lint, production profile (its yaml rule runs yamllint's checks)
-#   make test-ansible      fast template/plugin/module tests (tests/ansible, no hosts)
+#   make test-ansible      fast tests (tests/ansible, no hosts): templates, plugins, inventory.example, and
+#                          the modules against embedded brokers (kmirror.embedded)
 #   make molecule          every molecule scenario on real systemd-nspawn guests, one after another;
 #                          a failed scenario is still destroyed, the others still run, the target fails
 # Needs root on Debian 12 (hosts.py prereqs installs systemd-container, debootstrap, ... with apt-get).
