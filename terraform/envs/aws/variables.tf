@@ -67,12 +67,23 @@ variable "source_clusters" {
 variable "broker_cidr_blocks" {
   description = "CIDR blocks of each cluster's brokers, by cluster name (the target's and every source's). The ports are taken from the clusters' bootstrap_servers; list further listener ports in extra_broker_ports."
   type        = map(list(string))
+
+  validation {
+    condition = alltrue([for n in concat([try(var.target_cluster.name, "target")], try([for s in var.source_clusters : s.name], [])) :
+    contains(keys(var.broker_cidr_blocks), n)])
+    error_message = "broker_cidr_blocks needs an entry for the target cluster and for every source cluster, by name."
+  }
 }
 
 variable "extra_broker_ports" {
   description = "Further broker ports by cluster name, when brokers advertise listeners on other ports than those in bootstrap_servers."
   type        = map(list(number))
   default     = {}
+
+  validation {
+    condition     = alltrue([for n in keys(var.extra_broker_ports) : contains(keys(var.broker_cidr_blocks), n)])
+    error_message = "extra_broker_ports: every key must be a cluster named in broker_cidr_blocks."
+  }
 }
 
 variable "extra_egress" {

@@ -1,8 +1,8 @@
 output "hosts" {
   description = "The instances as the inventory module's workers input expects them: [{name, address (private IPv4), user, ssh_private_key_file}], in order."
-  value = [for name, i in local.instances : {
-    name                 = name
-    address              = aws_instance.this[name].private_ip
+  value = [for i in range(length(local.instances)) : {
+    name                 = "${var.name}-${i + 1}"
+    address              = aws_instance.this["${var.name}-${i + 1}"].private_ip
     user                 = var.ssh_user
     ssh_private_key_file = var.ssh_private_key_file
   }]

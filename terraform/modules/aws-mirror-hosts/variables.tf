@@ -5,12 +5,12 @@ variable "create" {
 }
 
 variable "name" {
-  description = "Name of the mirror deployment: instances are <name>-1, <name>-2, ...; also prefixes the security group, IAM role and placement group."
+  description = "Name of the mirror deployment: instances are <name>-1, <name>-2, ...; also prefixes the security group, IAM role and placement group (at most 37 characters: IAM name prefixes are limited to 38)."
   type        = string
 
   validation {
-    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$", var.name))
-    error_message = "name must be a DNS label of at most 42 characters (a-z, 0-9 and '-')."
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,35}[a-z0-9])?$", var.name))
+    error_message = "name must be a DNS label of at most 37 characters (a-z, 0-9 and '-'): it prefixes the IAM role name."
   }
 }
 
