@@ -4,7 +4,8 @@
 #                               its own venv (.state/venv-checkov)
 #   make terraform-test-static  fmt -check, init -backend=false, validate, terraform test (offline modules and
 #                               envs), the AWS variable validations, structural tests, checkov on the AWS
-#                               module and env (~30 s, no root)
+#                               module and env, the inventory against the roles' argument specs
+#                               (~40 s, no root)
 #   make terraform-test         the above, then envs/local end to end: terraform apply (2 systemd-nspawn
 #                               guests) -> ansible-playbook -i <generated inventory> playbooks/site.yml ->
 #                               records mirrored -> terraform destroy (root; ~2-3 min)
@@ -36,7 +37,8 @@ $(CHECKOV_STAMP): terraform/requirements-checkov.txt
 
 terraform-install: $(TERRAFORM_STAMP) $(CHECKOV_STAMP)
 
-terraform-test-static: terraform-install
+# ansible-install: ansible-core validates the generated inventory against the roles' argument specs.
+terraform-test-static: terraform-install ansible-install
 	$(TERRAFORM_PYTEST) --timeout 600 --ignore tests/terraform/test_terraform_local_env.py tests/terraform
 
 # ansible-install: the end-to-end test runs ansible-playbook from the project venv.
