@@ -8,10 +8,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test unit integration lint docs bench clean
+.PHONY: help install demo demo-local test unit integration lint docs bench clean
 
 help:
-	@echo "make demo   - mirror embedded source clusters into an embedded target and show it caught up"
+	@echo "make demo   - deploy onto local hosts (Terraform + Ansible), mirror two embedded sources, show it caught up"
+	@echo "make demo-local - the same mirror with kmirror run on this machine, no hosts"
 	@echo "make test   - linters, unit and integration tests against real embedded brokers"
 	@echo "make bench  - throughput benchmark, written to docs/benchmarks.md"
 	@echo "make docs   - regenerate the generated docs (config key table)"
@@ -19,13 +20,22 @@ help:
 $(STAMP): worker/pyproject.toml requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e 'worker[embedded]' -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -e 'worker[embedded,audit]' -r requirements-dev.txt
 	touch $@
 
 install: $(STAMP)
 
-demo: install
-	$(BIN)/python demo/demo.py
+# Fragments owned by the deployment, health/audit and Terraform parts (see each file's header).
+include mk/ansible.mk mk/terraform.mk
+-include mk/audit.mk
+
+# The main job: embedded clusters, hosts from terraform/envs/local, ansible-playbook playbooks/site.yml.
+demo: install $(ANSIBLE_STAMP) $(TERRAFORM_STAMP)
+	$(BIN)/python demo/deploy.py
+
+# The same mirror without hosts, Terraform or Ansible: kmirror run on this machine (no root needed).
+demo-local: install
+	$(BIN)/python demo/local.py
 
 lint: install
 	$(BIN)/ruff check worker demo bench molecule/shared tests
