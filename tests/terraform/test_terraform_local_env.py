@@ -229,9 +229,18 @@ def test_apply_starts_the_guests_and_writes_their_inventory(local_env: LocalEnv)
     assert sources["west"]["blacklist"] == "clicks\\.private"
     # Every guest answers over SSH with the pinned host key the inventory names.
     for name, h in workers.items():
-        proc = ssh(h, "hostname; systemctl is-system-running")
+        proc = ssh(h, "hostname; systemctl is-system-running || true")
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.split() == [name, "running"]
+        hostname, state = proc.stdout.split()
+        # hosts.py accepts a degraded system too (it warns with the failed units); on a loaded machine a
+        # guest unit may time out.
+        assert hostname == name and state in ("running", "degraded"), proc.stdout
+
+
+def test_a_second_plan_changes_nothing(local_env: LocalEnv) -> None:
+    # Re-running apply must not replace running guests nor rewrite the inventory.
+    proc = local_env.tf("plan", "-detailed-exitcode", "-input=false", f"-var-file={local_env.var_file}")
+    assert proc.returncode == 0, f"plan wants changes (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
 
 
 def test_site_yml_deploys_and_starts_the_mirror(local_env: LocalEnv) -> None:
