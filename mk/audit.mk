@@ -1,0 +1,26 @@
+# Mirror health: `kmirror lag` and the Spark completeness audit (worker/src/kmirror/{lagcheck,health}.py,
+# worker/src/kmirror/audit/, roles/kmirror_audit, playbooks/audit.yml, molecule/audit). Included by the
+# Makefile after its VENV/BIN/STAMP definitions. Targets:
+#   make test-health      unit tests of the rules and the audit logic, then lag and audit against embedded
+#                         brokers (Spark local[2]; ~4-5 min on 2 cores, most of it Spark start-up)
+#   make bench-audit      audit throughput vs a plain single-process read -> docs/benchmarks.md (its own
+#                         section between <!-- audit:begin/end --> markers; ~10 min; run on a quiet machine)
+#   make lint-audit       ansible-lint --profile production on the audit role and playbook
+#   make molecule-audit   the audit role on a real systemd-nspawn guest (root; Java via an apt proxy)
+
+.PHONY: test-health bench-audit lint-audit molecule-audit
+
+test-health: install
+	$(BIN)/pytest -q --timeout 900 worker/tests/unit/test_health.py worker/tests/unit/test_audit_logic.py \
+		worker/tests/integration/test_lag.py worker/tests/integration/test_audit.py
+
+bench-audit: install
+	$(BIN)/python bench/audit.py --write docs/benchmarks.md
+
+lint-audit: install
+	$(BIN)/ansible-lint --profile production --offline roles/kmirror_audit playbooks/audit.yml molecule/audit
+
+molecule-audit: install
+	python3 molecule/shared/hosts.py prereqs
+	PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 \
+		$(BIN)/molecule test -s audit
