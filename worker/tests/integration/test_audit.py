@@ -134,6 +134,9 @@ def plant(kafka):
 
 def test_planted_drops_duplicates_and_extras_are_found_exactly(kafka, spark, tmp_path):
     missing, dups, unexpected, n_source = plant(kafka)
+    # The worker's topic filter: whole-name Java regexes, an exclude, never internal topics.
+    planned = job.plan(options(kafka, ".*", exclude="pay.*"))
+    assert {(s.side, s.topic) for s in planned.spans} == {(0, "orders"), (1, "orders")}
     # Small ranges: every partition is read as several Spark partitions.
     rep = job.run(spark, options(kafka, "orders|payments", bucket_ms=MINUTE, range_size=40))
     assert located(rep, "missing_records") == missing

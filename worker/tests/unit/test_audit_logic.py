@@ -332,3 +332,26 @@ def test_exit_codes_and_error_lines():
         job.short_error(Exception(trace)) == "RuntimeError: source t/0: nothing read after offset 4 in 60 s"
     )
     assert job.short_error(Exception("plain\nsecond")) == "plain"
+
+
+def test_command_refuses_bad_options_in_one_line_before_any_cluster_or_spark(tmp_path, capsys):
+    from kmirror import cli
+
+    files = []
+    for name in ("source", "target"):
+        files.append(tmp_path / f"{name}.properties")
+        files[-1].write_text("bootstrap.servers=127.0.0.1:1\n")
+    base = ["audit", "--source.config", str(files[0]), "--target.config", str(files[1])]
+    out = str(tmp_path / "out")
+    cases = [
+        (["--topics", "orders", "--exclude", "(", "--output", out], "--blacklist"),
+        (["--topics", "orders", "--from", "-1h", "--to", "-2h", "--output", out], "--from must be before"),
+        (["--topics", "orders", "--grace", "5", "--output", out], "--grace"),
+        (["--topics", "orders", "--conf", "novalue", "--output", out], "KEY=VALUE"),
+    ]
+    for args, expected in cases:
+        assert cli.main([*base, *args]) == report.EXIT_ERROR
+        err = capsys.readouterr().err
+        assert err.startswith("kmirror audit: error: ") and err.count("\n") == 1, err
+        assert expected in err
+    assert not (tmp_path / "out").exists()

@@ -1,7 +1,7 @@
 """kmirror audit: prove with a Spark job that the target holds every source record, exactly once.
 
     kmirror audit --source.config FILE --target.config FILE --topics REGEX [--from TIME] [--to TIME]
-                  [--bucket 10m] [--grace 5m] --output DIR [--master URL]
+                  [--bucket 10m] [--grace 5m] --output DIR [--master URL] [--exclude REGEX]
 
 Both clusters are read in parallel inside Spark executors (confluent-kafka, one Spark partition per
 offset range). Per topic and time bucket of the record timestamp, the counts and two order-independent
@@ -57,6 +57,7 @@ class AuditOptions:
     source: Mapping[str, str]
     target: Mapping[str, str]
     topics: str
+    exclude: str | None = None
     from_ms: int | None = None
     to_ms: int | None = None
     bucket_ms: int = 600_000
@@ -80,12 +81,14 @@ def plan(o: AuditOptions) -> Plan:
     """Which offsets to read (driver only, no Spark): the source first, then the target, so that the
     target's snapshot holds whatever of the source's the mirror has already copied."""
     t0 = time.monotonic()
-    topics = TopicFilter(include=o.topics)
+    topics = TopicFilter(include=o.topics, exclude=o.exclude)
     kw = {"from_ms": o.from_ms, "max_skew_ms": o.max_skew_ms, "timeout": o.timeout}
     src = plan_cluster(SOURCE, o.source, topics, name="source", **kw)  # type: ignore[arg-type]
     tgt = plan_cluster(TARGET, o.target, topics, name="target", **kw)  # type: ignore[arg-type]
     if not src and not tgt:
-        raise AuditError(f"nothing to audit: no non-empty topic matches {o.topics!r} on either cluster")
+        raise AuditError(
+            f"nothing to audit: no non-empty topic matches {topics.describe()} on either cluster"
+        )
     return Plan(src + tgt, time.monotonic() - t0)
 
 
@@ -118,6 +121,7 @@ def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> di
         source=o.source.get("bootstrap.servers", ""),
         target=o.target.get("bootstrap.servers", ""),
         topics_regex=o.topics,
+        exclude_regex=o.exclude,
         from_ms=o.from_ms,
         to_ms=o.to_ms,
         bucket_ms=o.bucket_ms,
@@ -174,7 +178,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--topics",
         required=True,
         metavar="REGEX",
-        help="Java regex of the topics, matched against the whole name; ',' means '|'",
+        help="Java regex of the topics, matched against the whole name; ',' means '|' "
+        "(the filter of `kmirror run --whitelist`)",
+    )
+    p.add_argument(
+        "--exclude",
+        "--blacklist",
+        dest="exclude",
+        metavar="REGEX",
+        help="Java regex of topics to leave out (the filter of `kmirror run --blacklist`)",
     )
     p.add_argument(
         "--from",
@@ -222,6 +234,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="records listed per kind in report.json (default 1000000)",
     )
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="broker request timeout")
+    # `--from -2h`: a relative time is a value, not an option (argparse only knows negative numbers).
+    p._negative_number_matcher = re.compile(r"^-\d+(?:ms|s|m|h|d|w)?$|^-\d*\.\d+$")
     return p
 
 
@@ -235,11 +249,12 @@ def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
         raise AuditError("--from must be before --to")
     if a.range_size < 1 or a.max_listed < 0:
         raise AuditError("--range-size must be at least 1 and --max-listed at least 0")
-    TopicFilter(include=a.topics)  # refuses an invalid regex now
+    TopicFilter(include=a.topics, exclude=a.exclude)  # refuses an invalid regex now
     return AuditOptions(
         source=connection_settings(a.source_config),
         target=connection_settings(a.target_config),
         topics=a.topics,
+        exclude=a.exclude,
         from_ms=from_ms,
         to_ms=to_ms,
         bucket_ms=parse_duration(a.bucket, "--bucket"),

@@ -36,6 +36,7 @@ class Context:
     timings: Mapping[str, float] = field(default_factory=dict)
     spark: Mapping[str, str] = field(default_factory=dict)
     max_listed: int = 1_000_000
+    exclude_regex: str | None = None
 
 
 def exit_code(report: Mapping[str, object]) -> int:
@@ -120,6 +121,7 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
             "in_flight_from": iso(ctx.now_ms - ctx.grace_ms),
         },
         "topics_regex": ctx.topics_regex,
+        "exclude_regex": ctx.exclude_regex,
         "clusters": {
             name: {
                 "bootstrap": bootstrap,
@@ -300,6 +302,11 @@ def _records_table(title: str, records: Sequence[Mapping[str, object]], limit: i
     return f"<h2>{_e(title)} ({len(records):,})</h2><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
 
 
+def _excluded(report: Mapping[str, object]) -> str:
+    ex = report.get("exclude_regex")
+    return f" except <code>{_e(ex)}</code>" if ex else ""
+
+
 def render_html(report: Mapping[str, object]) -> str:
     t: Mapping[str, int] = report["totals"]  # type: ignore[assignment]
     w: Mapping[str, object] = report["window"]  # type: ignore[assignment]
@@ -354,7 +361,7 @@ def render_html(report: Mapping[str, object]) -> str:
 <h1>kmirror audit</h1>
 <div class="muted">generated {_e(report["generated_at"])};
 source {_e(clusters["source"]["bootstrap"])} &rarr; target {_e(clusters["target"]["bootstrap"])};
-topics <code>{_e(report["topics_regex"])}</code>;
+topics <code>{_e(report["topics_regex"])}</code>{_excluded(report)};
 window {_e(w["from"] or "start of the logs")} &ndash; {_e(w["to"] or "end of the logs")};
 buckets of {_e(w["bucket"])}; records after {_e(w["in_flight_from"])} count as in flight</div>
 <div class="verdict {"ok" if ok else "bad"}">{_e(report["summary"])}</div>
