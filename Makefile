@@ -25,6 +25,10 @@ $(STAMP): worker/pyproject.toml requirements-dev.txt
 
 install: $(STAMP)
 
+# Molecule scenarios run by make test (mk/ansible.mk runs them one after another; the audit role's is
+# molecule/audit).
+MOLECULE_SCENARIOS := default tls kerberos audit
+
 # Fragments owned by the deployment, health/audit and Terraform parts (see each file's header).
 include mk/ansible.mk mk/terraform.mk
 -include mk/audit.mk
@@ -38,7 +42,7 @@ demo-local: install
 	$(BIN)/python demo/local.py
 
 lint: install
-	$(BIN)/ruff check worker demo bench molecule/shared tests
+	$(BIN)/ruff check worker demo bench molecule tests roles terraform/bin
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \
@@ -50,9 +54,11 @@ unit: install
 integration: install
 	$(BIN)/pytest -q --timeout 900 worker/tests/integration
 
-# tests/hosts boots real systemd-nspawn guests (root; builds a cached Debian rootfs on first use).
-test: install lint
-	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts
+# Everything CI runs (.ci/run). Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
+# systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
+test: install ansible-install terraform-install lint lint-ansible
+	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts tests/ansible tests/terraform
+	$(MAKE) molecule
 
 docs: install
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md

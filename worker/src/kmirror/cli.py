@@ -11,7 +11,7 @@ from typing import NoReturn
 from kmirror import __version__, audit, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
-from kmirror.plan import DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
+from kmirror.plan import DEFAULT_NUM_PRODUCERS, DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
 
 EXIT_UNSAFE = 1
 
@@ -103,9 +103,10 @@ def _parser() -> argparse.ArgumentParser:
         "--num.producers",
         dest="num_producers",
         type=int,
-        default=1,
+        default=DEFAULT_NUM_PRODUCERS,
         metavar="N",
-        help="producers per stream; a source partition always uses the same one (default 1)",
+        help="producers (target connections) per stream; a source partition always uses the same one "
+        f"(default {DEFAULT_NUM_PRODUCERS})",
     )
     run.add_argument(
         "--queue.size",

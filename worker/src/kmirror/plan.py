@@ -18,6 +18,10 @@ from kmirror.filters import TopicFilter
 
 DEFAULT_QUEUE_SIZE = 10_000
 MAX_BATCH = 1_000
+# Producers per stream. Brokers handle one request per connection at a time, so with acks=all one
+# connection's round trips bound a stream's write rate; two connections nearly doubled it for 1 KB
+# records in docs/benchmarks.md (more did not pay for small records).
+DEFAULT_NUM_PRODUCERS = 2
 
 
 @dataclass
@@ -27,7 +31,7 @@ class MirrorOptions:
     include: str | None = None
     exclude: str | None = None
     num_streams: int | None = None  # None: one per CPU core
-    num_producers: int = 1
+    num_producers: int = DEFAULT_NUM_PRODUCERS
     queue_size: int | None = None
     offset_commit_interval_ms: int = 60_000
     abort_on_send_failure: bool = True
