@@ -37,6 +37,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sections import markers, write_section
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
 from kmirror.embedded import clusters
@@ -47,7 +48,7 @@ BASE_TS = 1_700_000_000_000
 SPAN_MS = 2 * 3_600_000
 QUIET = logging.getLogger("bench.librdkafka")
 QUIET.setLevel(logging.ERROR)
-BEGIN, END = "<!-- audit:begin -->", "<!-- audit:end -->"
+BEGIN, END = markers("audit")
 # topic -> where the target differs: nowhere; one outage (0.5 % of the records missing in a row, 0.05 %
 # twice in a row); spread (every 200th record missing, every 2000th twice: every bucket differs).
 TOPICS = {"bench": "none", "bench-outage": "outage", "bench-spread": "spread"}
@@ -218,7 +219,7 @@ def main() -> int:
     section = report(rows, a.records, session_s, first[0], (load_start, os.getloadavg()[0]))
     print(section)
     if a.write:
-        write_section(a.write, section)
+        write_section(a.write, "audit", section)
     return 0
 
 
@@ -271,16 +272,6 @@ def report(
         END,
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the audit markers, or append the section: other sections are untouched."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section.rstrip("\n") + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sections import markers, write_section
 
 from kmirror.embedded import Cluster, clusters
 
@@ -47,7 +48,7 @@ GROUP_SETTINGS = {
     "heartbeat.interval.ms": "1000",
     "auto.offset.reset": "earliest",
 }
-BEGIN, END = "<!-- throughput:begin -->", "<!-- throughput:end -->"
+BEGIN, END = markers("throughput")
 
 
 # ------------------------------------------------------------------------------------ contenders
@@ -399,15 +400,6 @@ def report(all_results: dict[int, dict[str, Result]], counts: dict[int, int]) ->
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section.rstrip("\n") + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records-100", type=int, default=1_000_000)
@@ -431,7 +423,7 @@ def main() -> int:
     section = report(results, counts)
     print(section)
     if a.write:
-        write_section(a.write, section)
+        write_section(a.write, "throughput", section)
     return 0
 
 
