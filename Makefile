@@ -54,10 +54,12 @@ unit: install
 integration: install
 	$(BIN)/pytest -q --timeout 900 worker/tests/integration
 
-# Everything CI runs (.ci/run). Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
+# Everything CI runs (.ci/run). Each test tree has its own conftest.py, imported by name: one pytest run each. Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
 # systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
 test: install ansible-install terraform-install lint lint-ansible
-	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts tests/ansible tests/terraform
+	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts
+	$(BIN)/pytest -q --timeout 900 tests/ansible
+	$(BIN)/pytest -q --timeout 900 tests/terraform
 	$(MAKE) molecule
 
 docs: install
