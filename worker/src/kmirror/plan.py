@@ -143,4 +143,24 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
         sources.append(Source(name, cfg, TopicFilter(include, exclude)))
+    check_one_kerberos_principal([producer, *(s.config for s in sources)])
     return MirrorPlan(o, sources, producer)
+
+
+def check_one_kerberos_principal(configs: list[ClientConfig]) -> None:
+    """librdkafka keeps Kerberos tickets in the process's one default ticket cache: clients of one
+    process that log in as different principals would overwrite each other's tickets."""
+    principals: dict[str, str] = {}
+    for cfg in configs:
+        if cfg.settings.get("sasl.mechanisms", "").strip().upper() == "GSSAPI":
+            principals.setdefault(cfg.settings.get("sasl.kerberos.principal", "kafkaclient"), cfg.origin)
+    if len(principals) > 1:
+        (first, first_file), (second, second_file) = list(principals.items())[:2]
+        raise ConfigError(
+            f"Kerberos principal {first!r} ({first_file}) differs from {second!r} ({second_file}); one "
+            "process has one Kerberos ticket cache",
+            origin=second_file,
+            key="sasl.kerberos.principal",
+            fix="use one principal for all the files of one kmirror process (one keytab may hold it), or "
+            "run the sources as separate instances",
+        )

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.config import ClientConfig
 from kmirror.errors import ConfigError
 from kmirror.filters import TopicFilter
-from kmirror.plan import DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
+from kmirror.plan import (
+    DEFAULT_QUEUE_SIZE,
+    MirrorOptions,
+    build_plan,
+    check_one_kerberos_principal,
+    source_names,
+)
 
 CONSUMER = "bootstrap.servers=127.0.0.1:1\ngroupid=mirror\n"
 LEGACY_CONSUMER = CONSUMER + "mirror.topics.whitelist=app_log\n"
@@ -294,3 +301,30 @@ def test_reference_command_line(tmp_path):
     assert [s.name for s in plan.sources] == ["sourceCluster1Consumer", "sourceCluster2Consumer"]
     assert len(plan.stream_specs()) == 4
     assert plan.sources[0].topic_filter.matches("orders")
+
+
+def _kerberos(origin: str, principal: str | None, role: str = "consumer") -> ClientConfig:
+    settings = {"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}
+    if principal is not None:
+        settings["sasl.kerberos.principal"] = principal
+    return ClientConfig(origin, role, settings)  # type: ignore[arg-type]
+
+
+def test_one_kerberos_principal_per_process_is_accepted() -> None:
+    scram = ClientConfig("p.properties", "producer", {"sasl.mechanisms": "SCRAM-SHA-512"})
+    check_one_kerberos_principal(
+        [_kerberos("c1.properties", "mirror@EX"), _kerberos("c2.properties", "mirror@EX"), scram]
+    )
+
+
+@pytest.mark.parametrize("second", ["target@EX", None])
+def test_different_kerberos_principals_in_one_process_are_refused(second: str | None) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_one_kerberos_principal(
+            [_kerberos("p.properties", "mirror@EX", "producer"), _kerberos("c.properties", second)]
+        )
+    text = str(err.value)
+    assert "\n" not in text
+    assert "c.properties" in text and "sasl.kerberos.principal" in text
+    assert "mirror@EX" in text and (second or "kafkaclient") in text
+    assert "one principal" in text
