@@ -153,8 +153,9 @@ class Stream:
         consumer = self.consumer
         assert consumer is not None
         consume = consumer.consume
-        producers = self.producers
-        single = producers[0].produce if len(producers) == 1 else None
+        # A source partition always goes through the same producer (order); bound methods looked up once.
+        produces = [producer.produce for producer in self.producers]
+        n_producers = len(produces)
         hashed = self._hashed
         batch_size = spec.batch_size
         snap = self.snap
@@ -172,9 +173,8 @@ class Stream:
                     continue
                 t = m.topic()
                 p = m.partition()
-                produce = single or producers[p % len(producers)].produce
                 try:
-                    produce(
+                    produces[p % n_producers](
                         t,
                         m.value(),
                         m.key(),
@@ -210,7 +210,7 @@ class Stream:
             if self._report is not None and now >= next_report:
                 self._report(self.snapshot())
                 next_report = now + REPORT_INTERVAL_S
-            for p_ in producers:
+            for p_ in self.producers:
                 p_.poll(0)
 
     def _produce_one(self, m: Message) -> None:
