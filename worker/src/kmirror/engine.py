@@ -11,14 +11,24 @@ Guarantee: an offset is committed only after the target acknowledged every recor
 * Success reports are switched off in librdkafka (``delivery.report.only.error``): the per-record
   path is a read, an ``if`` and a ``produce`` call.
 
-Back-pressure: the producer queue is bounded (``--queue.size``); when it is full the stream serves
-delivery reports until there is room, so reading slows to the target's pace and nothing is dropped.
+Back-pressure: the producer queue is bounded (``--queue.size`` records per stream, split between the
+stream's producers); when it is full the stream serves delivery reports until there is room, so reading
+slows to the target's pace and nothing is dropped.
+
+Target outages: records never time out (``message.timeout.ms=0``, see :mod:`kmirror.safety`). When the
+target acknowledges nothing for ``BLOCKED_AFTER_S`` while the stream waits for it (queue full, or a
+commit point), the stream is *blocked*: its partitions are paused and the consumer is still polled, so
+it stays in its group; it logs one line per stats interval and reports the blocked seconds
+(``kmirror_target_blocked_seconds``). When the target answers again it resumes by itself. A stop
+request during an outage gives the target ``shutdown_timeout_s`` more, then exits without committing
+what the target has not acknowledged (it is mirrored again on restart).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,6 +96,20 @@ class Failure:
 
 STATISTICS_INTERVAL_MS = 5000  # librdkafka statistics (bytes, queue depth, lag) for metrics and stats lines
 REPORT_INTERVAL_S = 2.0  # how often a stream hands its snapshot to the metrics collector
+# Waiting for the target this long without a single acknowledgement: the stream is blocked (reading
+# paused, logged, kmirror_target_blocked_seconds > 0). Short waits of a busy target are back-pressure.
+BLOCKED_AFTER_S = 5.0
+KEEPALIVE_INTERVAL_S = 1.0  # while blocked, poll the consumer (partitions paused) to stay in the group
+
+
+def queue_shares(records: int, producers: int) -> list[int]:
+    """Split a stream's queue of ``records`` between its producers: the shares add up to ``records``,
+    and no share is 0 (librdkafka's "no limit"), so a stream never has more producers than records.
+    0 (no limit, as the operator's file may say) stays 0 for every producer."""
+    if records <= 0:
+        return [0] * producers
+    n = max(1, min(producers, records))
+    return [records // n + (1 if i < records % n else 0) for i in range(n)]
 
 
 class Stream:
@@ -102,6 +126,18 @@ class Stream:
         self._last_stats: metrics.Snapshot | None = None
         self.consumer: Consumer | None = None
         self.producers: list[Producer] = []
+        # Target outages (slow path only): when the stream became blocked (monotonic and wall clock),
+        # records read but never handed to a producer (first offset per partition: never committed past),
+        # records the consumer returned while the stream was blocked (produced once there is room).
+        self._blocked_since: float | None = None
+        self._blocked_wall = 0.0
+        self._unsent_from: dict[tuple[str, int], int] = {}
+        self._held: list[Message] = []
+        self._waiting = False
+        self.unacknowledged = 0  # records the target had not acknowledged when the stream stopped
+        self.clean = False  # stopped with everything read acknowledged and committed
+        self._target_log = logging.getLogger("kmirror.librdkafka.producer")
+        self._target_log.addFilter(_TargetNoise(self))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -116,14 +152,18 @@ class Stream:
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
         self.consumer = Consumer(consumer_conf, logger=logging.getLogger("kmirror.librdkafka.consumer"))
         self.producers = []
-        for i in range(spec.num_producers):
+        queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
+        shares = queue_shares(queue_size, spec.num_producers)
+        kbytes = spec.producer.get("queue.buffering.max.kbytes")
+        for i, share in enumerate(shares):
             producer_conf: dict[str, Any] = client_conf(spec.producer)
+            producer_conf["queue.buffering.max.messages"] = share
+            if kbytes is not None:  # buffer.memory: per stream too (Java's producer holds it once)
+                producer_conf["queue.buffering.max.kbytes"] = max(1, int(kbytes) // len(shares))
             producer_conf["on_delivery"] = self._delivery_failed
             producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
             producer_conf["stats_cb"] = self._producer_statistics(i)
-            self.producers.append(
-                Producer(producer_conf, logger=logging.getLogger("kmirror.librdkafka.producer"))
-            )
+            self.producers.append(Producer(producer_conf, logger=self._target_log))
         self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
         self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
         clean = False
@@ -135,15 +175,22 @@ class Stream:
                 self._commit_positions(None)
             elif self._failure is not None and self._failure.source_offset is None:
                 self._failure.source_offset = self._locate(self._failure)
+            else:
+                self.unacknowledged = sum(len(p) for p in self.producers)
         finally:
             self.consumer.close()
             for p in self.producers:
                 p.flush(0)
         self._raise_if_failed()
+        self.clean = clean
         if not clean:
-            raise KmirrorError(
-                f"{spec.label}: stopped before the target acknowledged every record read; their offsets were "
-                "not committed and they will be mirrored again on restart"
+            # A stop during a target outage: exit 0 (the operator asked for it), commit nothing past
+            # what the target acknowledged; the rest is mirrored again on restart.
+            log.warning(
+                "%s: stopped while the target was unreachable: %d records it has not acknowledged were not "
+                "committed and will be mirrored again on restart",
+                spec.label,
+                self.unacknowledged,
             )
 
     # ------------------------------------------------------------------ hot path
@@ -183,8 +230,8 @@ class Stream:
                         headers=m.headers(),
                     )
                 except BufferError:
-                    self._wait_for_room(m)
-                    if self._failure is not None:
+                    if not self._wait_for_room(m):
+                        self._hold_back(batch, m)
                         break
                 except KafkaException as exc:
                     self._produce_refused(m, exc)
@@ -225,21 +272,131 @@ class Stream:
             headers=m.headers(),
         )
 
-    def _wait_for_room(self, m: Message) -> None:
-        """The producer queue is full: serve reports until the record fits (blocking back-pressure)."""
-        while True:
-            for p in self.producers:
-                p.poll(0.05)
-            if self._failure is not None:
-                return
+    def _wait_for_room(self, m: Message) -> bool:
+        """The producer queue is full: serve reports until the record fits (blocking back-pressure).
+        False: it was not handed over (a send failure, or a stop request while the target is unreachable)."""
+
+        def fits() -> bool:
             try:
                 self._produce_one(m)
-                return
             except BufferError:
-                continue
+                return False
             except KafkaException as exc:
                 self._produce_refused(m, exc)
-                return
+            return True
+
+        if not self._wait(fits) or self._failure is not None:
+            return False
+        return self._produce_held()
+
+    def _produce_held(self) -> bool:
+        """Hand over the records the consumer returned while the stream was blocked (rare: a partition
+        assigned during an outage whose first fetch raced its pause)."""
+        while self._held:
+            m = self._held.pop(0)
+            if not self._wait_for_room(m):
+                self._hold_back([m, *self._held], m)
+                self._held.clear()
+                return False
+        return True
+
+    def _hold_back(self, batch: list[Message], first: Message) -> None:
+        """Records from ``first`` on were read but not handed over: never commit past them."""
+        for m in batch[batch.index(first) :]:
+            self._unsent_from.setdefault((m.topic(), m.partition()), m.offset())
+
+    # ------------------------------------------------------------------ target outages (slow path)
+
+    def _wait(self, done: Callable[[], bool], deadline: float | None = None) -> bool:
+        """Serve delivery reports until ``done()`` (True), or a send failure, the deadline, or a stop
+        request while blocked (False). After BLOCKED_AFTER_S without an acknowledgement the stream is
+        blocked: partitions paused, consumer polled to keep its group membership, one line per stats
+        interval, blocked seconds in the metrics; it resumes by itself when the target answers."""
+        producers = self.producers
+        # The out-queue also counts librdkafka's own events (a log line, an error) until they are served:
+        # only a new low means the target acknowledged something.
+        low = self._queued()
+        last_ack = time.monotonic()
+        next_line = next_keepalive = next_report = 0.0
+        self._waiting = True
+        try:
+            while not done():
+                if self._stop and deadline is None and self._blocked_since is not None:
+                    return False  # a stop request during an outage: the caller commits nothing past this
+                for p in producers:
+                    p.poll(0.05)
+                if self._failure is not None:
+                    return False
+                now = time.monotonic()
+                left = self._queued()
+                if left < low:
+                    low = left
+                    last_ack = now
+                    if self._blocked_since is not None:
+                        self._unblock(now)
+                if deadline is not None and now >= deadline:
+                    return False
+                if now - last_ack < BLOCKED_AFTER_S:
+                    continue
+                if self._blocked_since is None:
+                    self._block(last_ack)
+                if now >= next_line:
+                    log.warning(
+                        "%s: target unreachable since %s, %d records waiting, reading paused",
+                        self.spec.label,
+                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._blocked_wall)),
+                        left,
+                    )
+                    next_line = now + self.spec.stats_interval_ms / 1000
+                if now >= next_keepalive:
+                    self._keep_membership()
+                    next_keepalive = now + KEEPALIVE_INTERVAL_S
+                if self._report is not None and now >= next_report:
+                    self._report(self.snapshot())
+                    next_report = now + REPORT_INTERVAL_S
+        finally:
+            self._waiting = False
+        if self._blocked_since is not None:
+            self._unblock(time.monotonic())
+        return True
+
+    def _queued(self) -> int:
+        """Records handed to the producers and not yet acknowledged (or failed)."""
+        return sum(len(p) for p in self.producers)
+
+    def _block(self, since: float) -> None:
+        self._blocked_since = since
+        self._blocked_wall = time.time() - (time.monotonic() - since)
+        consumer = self.consumer
+        if consumer is not None:
+            consumer.pause(consumer.assignment())
+
+    def _unblock(self, now: float) -> None:
+        assert self._blocked_since is not None
+        log.warning(
+            "%s: target acknowledging again after %.0f s blocked; reading resumed",
+            self.spec.label,
+            now - self._blocked_since,
+        )
+        self._blocked_since = None
+        consumer = self.consumer
+        if consumer is not None:
+            consumer.resume(consumer.assignment())
+        if self._report is not None:
+            self._report(self.snapshot())
+
+    def _keep_membership(self) -> None:
+        """Poll the consumer with every assigned partition paused: no records, but group membership
+        (max.poll.interval.ms) and rebalances are served during an outage of any length."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        consumer.pause(consumer.assignment())  # partitions assigned during the outage too
+        for m in consumer.consume(self.spec.batch_size, 0):
+            if m.error() is None:
+                self._held.append(m)
+            else:
+                self._message_error(m)
 
     def _produce_refused(self, m: Message, exc: KafkaException) -> None:
         """produce() refused a record outright (e.g. over message.max.bytes): a non-retriable failure."""
@@ -276,13 +433,17 @@ class Stream:
     # ------------------------------------------------------------------ commit points
 
     def _drain(self, timeout: float | None) -> bool:
-        """Wait until every produced record is acknowledged (or failed). False if time ran out."""
+        """Wait until every produced record is acknowledged (or failed). False if time ran out, a record
+        failed, or a stop was requested while the target is unreachable."""
+        if self._waiting:  # a rebalance served while waiting for the target: no wait inside the wait
+            return self._failure is None and self._queued() == 0
         deadline = None if timeout is None else time.monotonic() + timeout
-        for p in self.producers:
-            while p.flush(1.0) > 0:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-        return self._failure is None
+        while self._wait(lambda: self._queued() == 0, deadline):
+            if not self._held:
+                return self._failure is None
+            if not self._produce_held():
+                return False
+        return False
 
     def _raise_if_failed(self) -> None:
         f = self._failure
@@ -303,9 +464,14 @@ class Stream:
         parts = consumer.assignment() if partitions is None else partitions
         if not parts:
             return
+        positions = consumer.position(parts)
+        for tp in positions:  # records read but never handed over (a stop during an outage)
+            unsent = self._unsent_from.get((tp.topic, tp.partition))
+            if unsent is not None and (tp.offset < 0 or unsent < tp.offset):
+                tp.offset = unsent
         todo = [
             tp
-            for tp in consumer.position(parts)
+            for tp in positions
             if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition)) != tp.offset
         ]
         if not todo:
@@ -400,6 +566,8 @@ class Stream:
         snap = self.snap
         snap.bytes_out = sum(b for b, _ in self._producer_stats.values())
         snap.queue_depth = sum(d for _, d in self._producer_stats.values())
+        since = self._blocked_since
+        snap.blocked_seconds = 0.0 if since is None else time.monotonic() - since
         snap.taken = time.time()
         return copy.deepcopy(snap)
 
@@ -449,6 +617,28 @@ class Stream:
         finally:
             reader.close()
         return None
+
+
+class _TargetNoise(logging.Filter):
+    """librdkafka's producer logs a connection failure every few seconds while the target is away, and
+    calls a timed-out ApiVersionRequest "probably due to broker version < 0.10". While the stream is
+    blocked its own line ("target unreachable since T, N records waiting, reading paused") says it
+    once per stats interval; before that, the misleading guess is cut from the line."""
+
+    _CONNECTION = re.compile(r"\b(FAIL|REQTMOUT|APIVERSION|ERROR)\b|Timed out|timed out|Disconnected")
+    _GUESS = re.compile(r":? ?probably due to broker version < 0\.10 \(see api\.version\.request [a-z]+\)")
+
+    def __init__(self, stream: Stream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.stream._blocked_since is not None and self._CONNECTION.search(text):
+            return False
+        if "broker version < 0.10" in text:
+            record.msg, record.args = self._GUESS.sub("", text), ()
+        return True
 
 
 def _show(partitions: list[TopicPartition]) -> str:

@@ -44,6 +44,7 @@ class Snapshot:
     send_errors: int = 0
     commits: int = 0
     queue_depth: int = 0
+    blocked_seconds: float = 0.0  # how long the target has acknowledged nothing while the stream waits
     partition_lag: dict[tuple[str, int], int] = field(default_factory=dict)
     latency: Latency = field(default_factory=Latency)
     taken: float = field(default_factory=time.time)
@@ -110,8 +111,15 @@ class Collector(_Collector):
             "Now minus the timestamp of the newest record of each batch",
             labels=labels,
         )
+        blocked = GaugeMetricFamily(
+            "kmirror_target_blocked_seconds",
+            "Seconds the stream has been blocked (reading paused) because the target acknowledges nothing; "
+            "0 while the target acknowledges",
+            labels=labels,
+        )
         for s in snaps:
             queue.add_metric([s.source, str(s.stream)], s.queue_depth)
+            blocked.add_metric([s.source, str(s.stream)], s.blocked_seconds)
             for (topic, partition), value in sorted(s.partition_lag.items()):
                 lag.add_metric([s.source, topic, str(partition)], value)
             cumulative, buckets = 0, []
@@ -120,6 +128,7 @@ class Collector(_Collector):
                 buckets.append((bound, cumulative))
             latency.add_metric([s.source, str(s.stream)], buckets, s.latency.total)
         yield queue
+        yield blocked
         yield lag
         yield latency
 

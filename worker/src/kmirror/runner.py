@@ -64,9 +64,19 @@ def run_stream(spec: StreamSpec, report: Callable[[Snapshot], None] | None = Non
     except KafkaException as exc:
         log.error("%s: Kafka error: %s", spec.label, exc.args[0].str() if exc.args else exc)
         return EXIT_ERROR
-    log.info(
-        "%s: stopped cleanly (%d records mirrored, offsets committed)", spec.label, stream.snap.records_out
-    )
+    if stream.clean:
+        log.info(
+            "%s: stopped cleanly (%d records mirrored, offsets committed)",
+            spec.label,
+            stream.snap.records_out,
+        )
+    else:
+        log.info(
+            "%s: stopped during a target outage (%d records mirrored, offsets committed up to what the "
+            "target acknowledged)",
+            spec.label,
+            stream.snap.records_out,
+        )
     return EXIT_OK
 
 

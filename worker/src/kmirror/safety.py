@@ -79,9 +79,16 @@ REQUIRED: dict[Role, tuple[Requirement, ...]] = {
         Requirement(
             "retries",
             "2147483647",
-            "transient target errors are retried until delivery.timeout, never dropped",
+            "transient target errors are retried, never dropped",
             _int_between(1, 2147483647),
             "at least 1",
+        ),
+        Requirement(
+            "message.timeout.ms",
+            "0",
+            "0 means no limit: a record waits for the target as long as an outage lasts (reading pauses "
+            "when the queue is full) instead of failing after the timeout and stopping the mirror",
+            _is("0"),
         ),
     ),
 }
@@ -101,6 +108,8 @@ ENGINE_OWNED: dict[Role, dict[str, str]] = {
 }
 
 IDEMPOTENCE = "enable.idempotence"
+# The settings librdkafka's idempotent producer cannot run with (it refuses to start).
+_AGAINST_IDEMPOTENCE = {"acks", "retries", "max.in.flight.requests.per.connection"}
 
 # The mirror's own options that decide whether records can be lost.
 ABORT_ON_SEND_FAILURE_WHY = (
@@ -138,7 +147,7 @@ def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
     engine-owned values over everything. Unsafe values the operator set stay: the caller refuses
     them unless ``--allow.unsafe`` was given (see :func:`violations`)."""
     out = {**DEFAULTS[role], **settings}
-    unsafe_kept = violations(settings, role, "")
+    unsafe_kept = [v for v in violations(settings, role, "") if v.key in _AGAINST_IDEMPOTENCE]
     for req in REQUIRED[role]:
         if req.key == IDEMPOTENCE and unsafe_kept and req.key not in settings:
             # librdkafka refuses idempotence with acks!=all, retries=0 or >5 in flight: an operator who

@@ -23,6 +23,8 @@ UNSAFE = [
     ("producer", "max.in.flight=10", "max.in.flight.requests.per.connection", "10"),
     ("producer", "retries=0", "retries", "0"),
     ("producer", "message.send.max.retries=0", "retries", "0"),
+    ("producer", "message.timeout.ms=300000", "message.timeout.ms", "300000"),
+    ("producer", "delivery.timeout.ms=120000", "message.timeout.ms", "120000"),
     ("consumer", "enable.auto.commit=true", "enable.auto.commit", "true"),
     ("consumer", "auto.commit.enable=true", "enable.auto.commit", "true"),
     ("consumer", "auto.commit.enabled=true", "enable.auto.commit", "true"),
@@ -88,6 +90,24 @@ def test_every_violation_is_listed(tmp_path):
     assert cfg.settings["retries"] == "0"
 
 
+def test_finite_delivery_timeout_is_refused_with_the_fix(tmp_path):
+    """A finite timeout fails every queued record after that long without the target (the mirror stops
+    and restarts in a loop): refused like acks=1, and the fix says what to write."""
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, "producer", "delivery.timeout.ms=120000\n")
+    msg = str(err.value)
+    assert "message.timeout.ms=120000 is unsafe" in msg
+    assert "set message.timeout.ms=0" in msg
+
+
+def test_allowed_finite_timeout_keeps_the_idempotent_producer(tmp_path):
+    """--allow.unsafe with only a finite timeout: the producer stays idempotent (librdkafka accepts it)."""
+    cfg = load(tmp_path, "producer", "message.timeout.ms=60000\n", allow_unsafe=True)
+    assert cfg.settings["message.timeout.ms"] == "60000"
+    assert cfg.settings["enable.idempotence"] == "true"
+    assert [v.key for v in cfg.violations] == ["message.timeout.ms"]
+
+
 def test_violation_render_names_file_key_value_and_fix():
     (v,) = safety.violations({"acks": "1"}, "producer", "p.properties")
     text = v.render()
@@ -107,6 +127,7 @@ def test_violation_render_names_file_key_value_and_fix():
         ("producer", {"max.in.flight.requests.per.connection": "5"}),
         ("producer", {"retries": "10"}),
         ("producer", {"enable.idempotence": "true"}),
+        ("producer", {"message.timeout.ms": "0"}),
         ("consumer", {"enable.auto.commit": "false"}),
         ("consumer", {}),
         ("producer", {}),
@@ -141,6 +162,7 @@ def test_required_producer_values_are_filled_in(tmp_path):
     assert s["enable.idempotence"] == "true"
     assert s["max.in.flight.requests.per.connection"] == "5"
     assert s["retries"] == "2147483647"
+    assert s["message.timeout.ms"] == "0"  # librdkafka: no limit, a record waits out any target outage
     assert s["partitioner"] == "murmur2_random"
     assert s["delivery.report.only.error"] == "true"
     assert cfg.safe
@@ -248,6 +270,7 @@ def test_table_lists_required_defaults_and_engine_owned():
         "enable.idempotence": "true",
         "max.in.flight.requests.per.connection": "5",
         "retries": "2147483647",
+        "message.timeout.ms": "0",
     }
     assert {r["key"]: r["value"] for r in table["consumer"]["required"]} == {"enable.auto.commit": "false"}
     assert {"key": "auto.offset.reset", "value": "earliest"} in table["consumer"]["defaults"]
