@@ -307,11 +307,12 @@ class Stream:
 
     # ------------------------------------------------------------------ target outages (slow path)
 
-    def _wait(self, done: Callable[[], bool], deadline: float | None = None) -> bool:
+    def _wait(self, done: Callable[[], bool], deadline: float | None = None, rebalance: bool = False) -> bool:
         """Serve delivery reports until ``done()`` (True), or a send failure, the deadline, or a stop
         request while blocked (False). After BLOCKED_AFTER_S without an acknowledgement the stream is
         blocked: partitions paused, consumer polled to keep its group membership, one line per stats
-        interval, blocked seconds in the metrics; it resumes by itself when the target answers."""
+        interval, blocked seconds in the metrics; it resumes by itself when the target answers.
+        ``rebalance``: called from a revocation, which cannot wait out an outage: False once blocked."""
         producers = self.producers
         # The out-queue also counts librdkafka's own events (a log line, an error) until they are served:
         # only a new low means the target acknowledged something.
@@ -338,6 +339,13 @@ class Stream:
                     return False
                 if now - last_ack < BLOCKED_AFTER_S:
                     continue
+                if rebalance:
+                    log.warning(
+                        "%s: partitions revoked while the target acknowledges nothing: not committed, their "
+                        "records since the last commit are mirrored again by the new owner",
+                        self.spec.label,
+                    )
+                    return False
                 if self._blocked_since is None:
                     self._block(last_ack)
                 if now >= next_line:
@@ -432,13 +440,13 @@ class Stream:
 
     # ------------------------------------------------------------------ commit points
 
-    def _drain(self, timeout: float | None) -> bool:
+    def _drain(self, timeout: float | None, rebalance: bool = False) -> bool:
         """Wait until every produced record is acknowledged (or failed). False if time ran out, a record
         failed, or a stop was requested while the target is unreachable."""
         if self._waiting:  # a rebalance served while waiting for the target: no wait inside the wait
             return self._failure is None and self._queued() == 0
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._wait(lambda: self._queued() == 0, deadline):
+        while self._wait(lambda: self._queued() == 0, deadline, rebalance):
             if not self._held:
                 return self._failure is None
             if not self._produce_held():
@@ -458,7 +466,7 @@ class Stream:
         """Flush, then commit the consumer's positions (everything before them is on the target)."""
         consumer = self.consumer
         assert consumer is not None
-        if not self._drain(None):
+        if not self._drain(None, rebalance=partitions is not None):
             return
         self.snap.records_out = self.snap.records_in
         parts = consumer.assignment() if partitions is None else partitions

@@ -375,7 +375,12 @@ def test_target_gone_past_delivery_timeout_stops_then_restart_loses_nothing(kafk
     cfile = consumer_file(tmp_path, src)
     first = make_records("frozen", 2, 20)
     produce(src, first)
-    w = Worker(tmp_path, run_args(cfile, pfile, "--whitelist", "frozen", "--num.streams", "1"))
+    # A finite delivery timeout is refused as unsafe (an outage would stop the mirror): allowed here to
+    # make the target fail records asynchronously.
+    w = Worker(
+        tmp_path,
+        run_args(cfile, pfile, "--whitelist", "frozen", "--num.streams", "1", "--allow.unsafe"),
+    )
     workers.append(w)
     assert_mirrored(first, read_all(tgt, ["frozen"], len(first)), exact=True)
     wait_until(lambda: sum(committed(src, "mirror", "frozen", 2).values()) == len(first), what="first commit")
