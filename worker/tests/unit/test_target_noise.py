@@ -1,0 +1,55 @@
+"""librdkafka's connection noise about an unreachable target: replaced by the stream's own blocked line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kmirror.engine import Stream, StreamSpec
+from kmirror.filters import TopicFilter
+
+API_VERSION = (
+    "FAIL [rdkafka#producer-1] 127.0.0.1:9092/111: ApiVersionRequest failed: Local: Timed out: probably "
+    "due to broker version < 0.10 (see api.version.request configuration) "
+    "(after 10008ms in state APIVERSION_QUERY)"
+)
+REQUEST_TIMEOUT = (
+    "REQTMOUT [rdkafka#producer-1] 127.0.0.1:9092/111: Timed out ProduceRequest in flight (after 30000ms)"
+)
+
+
+@pytest.fixture
+def stream() -> Stream:
+    spec = StreamSpec("east", 0, {}, {}, TopicFilter(".*", None))
+    return Stream(spec)
+
+
+def passes(stream: Stream, text: str) -> logging.LogRecord | None:
+    record = logging.LogRecord("kmirror.librdkafka.producer", logging.WARNING, __file__, 1, text, (), None)
+    logger = logging.getLogger("kmirror.librdkafka.producer")
+    return (
+        record
+        if all(f.filter(record) for f in logger.filters if getattr(f, "stream", None) is stream)
+        else None
+    )
+
+
+def test_while_blocked_connection_noise_is_dropped(stream):
+    stream._blocked_since = 1.0
+    assert passes(stream, API_VERSION) is None
+    assert passes(stream, REQUEST_TIMEOUT) is None
+
+
+def test_before_blocking_the_misleading_broker_version_guess_is_cut(stream):
+    record = passes(stream, API_VERSION)
+    assert record is not None
+    text = record.getMessage()
+    assert "broker version" not in text
+    assert "ApiVersionRequest failed: Local: Timed out (after 10008ms in state APIVERSION_QUERY)" in text
+
+
+def test_other_lines_pass_unchanged(stream):
+    text = "THROTTLE [rdkafka#producer-1] 127.0.0.1:9092/111: throttled by 100ms"
+    record = passes(stream, text)
+    assert record is not None and record.getMessage() == text
