@@ -8,6 +8,7 @@ SIGTERM during a second outage exits 0 without committing past the target, and a
 
 from __future__ import annotations
 
+import signal
 import time
 import urllib.request
 
@@ -20,6 +21,8 @@ from conftest import (
     committed,
     consumer_file,
     create_topic,
+    make_records,
+    produce,
     producer_file,
     read_all,
     run_args,
@@ -136,3 +139,51 @@ def test_target_outage_longer_than_the_message_timeout(kafka, tmp_path, workers)
         what="commits after the restart",
     )
     assert w2.stop() == 0
+
+
+def test_stop_while_blocked_on_a_full_queue_then_target_back_commits_only_what_it_has(
+    kafka, tmp_path, workers
+):
+    """SIGTERM while the stream waits for room in a full queue (records read but not handed over), and
+    the target back within the shutdown time: what was handed over is flushed and committed, nothing past
+    the first record never handed over; a restart mirrors the rest."""
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "burst", 2)
+    files = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    # A tiny queue and no commit point during the test: the stream blocks waiting for room.
+    args = run_args(
+        *files,
+        "--whitelist",
+        "burst",
+        "--num.streams",
+        "1",
+        "--queue.size",
+        "100",
+        "--offset.commit.interval.ms",
+        "600000",
+    )
+    w = Worker(tmp_path, args)
+    workers.append(w)
+    w.wait_for("assigned")
+    tgt.pause()
+    try:
+        records = make_records("burst", 2, 1500)
+        produce(src, records)
+        w.wait_for("target unreachable since", timeout=60)
+        w.proc.send_signal(signal.SIGTERM)
+        w.wait_for("SIGTERM received")
+        time.sleep(1)
+    finally:
+        tgt.resume()
+    assert w.stop(timeout=90) == 0
+    assert "stopped cleanly" in w.log()
+    # A partition never read has no committed offset (negative); one read has at most what was handed over.
+    after_stop = {p: max(0, o) for p, o in committed(src, "mirror", "burst", 2).items()}
+    assert 0 < sum(after_stop.values()) < len(records), after_stop
+    on_target_below(records, read_all(tgt, ["burst"], 0, timeout=60, settle=3), after_stop)
+
+    w2 = Worker(tmp_path, args, name="restarted")
+    workers.append(w2)
+    assert_mirrored(records, read_all(tgt, ["burst"], len(records), timeout=120))
+    assert w2.stop() == 0
+    assert committed(src, "mirror", "burst", 2) == {0: 1500, 1: 1500}
