@@ -100,7 +100,6 @@ class Stream:
         self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
         self._short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
         self._config_sync: topics.ConfigSync | None = None
-        self._growing = False
         self._committed: dict[tuple[str, int], int] = {}
         self._last_stats: metrics.Snapshot | None = None
         self.consumer: Consumer | None = None
@@ -247,8 +246,6 @@ class Stream:
     def _produce_refused(self, m: Message, exc: KafkaException) -> None:
         """produce() refused a record outright (e.g. over message.max.bytes): a non-retriable failure."""
         err = exc.args[0]
-        if err.code() == KafkaError._UNKNOWN_PARTITION and self._target_lacks_partition(m):
-            return
         failure = Failure(err, m.topic(), m.partition(), m.offset(), m.key(), m.timestamp()[1])
         self._record_failure(failure)
 
@@ -430,28 +427,6 @@ class Stream:
             else:
                 consumer.unsubscribe()
         self._selected = selected
-
-    def _target_lacks_partition(self, m: Message) -> bool:
-        """produce() said the target has no such partition: the source topic grew before the topic refresh
-        saw it (the consumer was assigned the new partitions first). Refresh now (add the partitions or
-        route by key hash) and send the record again; False if that does not help (a real failure)."""
-        if self._growing:
-            return False
-        t, p = m.topic(), m.partition()
-        self._growing = True
-        try:
-            self._refresh_topics()
-            producer = self.producers[p % len(self.producers)]
-            known = producer.list_topics(t, timeout=10).topics.get(t)
-            if t not in self._hashed and (known is None or p >= len(known.partitions)):
-                return False
-            try:
-                self._produce_one(m)
-            except BufferError:
-                self._wait_for_room(m)
-            return True
-        finally:
-            self._growing = False
 
     # ------------------------------------------------------------------ reporting
 

@@ -4,7 +4,9 @@
 * A source topic with more partitions than its destination: kmirror asks the target for the partitions;
   the test broker refuses (it has no CreatePartitions), so the mismatch is logged, exposed as
   `kmirror_topic_partition_mismatch`, and records keep flowing by key hash without loss. The planning of
-  the successful case is proven in tests/unit/test_topic_planning.py.
+  the successful case is proven in tests/unit/test_topic_planning.py. A source topic cannot grow on the
+  test broker at all (no CreatePartitions; deleting a topic a librdkafka consumer is subscribed to crashes
+  the consumer with SIGSEGV), so the target side of a mismatch is what is shown here.
 """
 
 from __future__ import annotations
@@ -136,7 +138,10 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(ka
     assert "CreatePartitions" in w.log()  # the broker's own reason is in the line
 
     def exposed() -> bool:
-        return scrape(port).get(("kmirror_topic_partition_mismatch", (("source", "east"), ("topic", "keyed")))) == 2
+        return (
+            scrape(port).get(("kmirror_topic_partition_mismatch", (("source", "east"), ("topic", "keyed"))))
+            == 2
+        )
 
     wait_until(exposed, timeout=30, what="kmirror_topic_partition_mismatch{source=east,topic=keyed} == 2")
 

@@ -41,7 +41,9 @@ def test_config_changes_set_what_differs_and_leave_target_only_settings_alone():
 def test_config_changes_delete_only_what_the_source_stopped_reporting():
     # A broker that describes only explicitly set configs: segment.ms was removed on the source.
     target = {"retention.ms": "1000", "segment.ms": "60000", "min.insync.replicas": "2"}
-    change = topics.config_changes({"retention.ms": "1000"}, target, dropped={"segment.ms", "gone.everywhere"})
+    change = topics.config_changes(
+        {"retention.ms": "1000"}, target, dropped={"segment.ms", "gone.everywhere"}
+    )
     assert change.set == {}
     assert change.delete == ("segment.ms",)  # not min.insync.replicas (never reported), not one absent
     assert bool(change) is True
