@@ -35,8 +35,8 @@ from kmirror.errors import KmirrorError
 
 log = logging.getLogger(__name__)
 
-# Cluster-specific settings, and message.timestamp.type: LogAppendTime on the target would replace the
-# source timestamps that kmirror copies.
+# Cluster-specific settings (durability, throttles, tiered storage, format), and message.timestamp.*:
+# LogAppendTime on the target would replace the source timestamps that kmirror copies.
 NOT_COPIED = frozenset(
     {
         "leader.replication.throttled.replicas",
@@ -48,6 +48,8 @@ NOT_COPIED = frozenset(
         "message.timestamp.after.max.ms",
         "unclean.leader.election.enable",
         "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
         "local.retention.ms",
         "local.retention.bytes",
         "message.format.version",
