@@ -376,6 +376,10 @@ class Stream:
         if len(refused) < len(grow):
             before, target = target, {**target, **topics.partition_counts(self._target_admin)}
             for t in sorted(set(grow) - set(refused)):
+                # The producers' own metadata must know the new partitions before a record is sent to one
+                # (librdkafka refuses a partition beyond the count it knows); any metadata reply updates it.
+                for producer in self.producers:
+                    producer.list_topics(t, timeout=10)
                 log.info(
                     "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
                     self.spec.label,
@@ -385,7 +389,7 @@ class Stream:
                 )
         selected = {t: n for t, n in selected.items() if t in target}
         short = {
-            t: (n, target[t], refused.get(t, "the target has fewer partitions"))
+            t: (n, target[t], refused.get(t, "the target still reports fewer partitions"))
             for t, n in selected.items()
             if target[t] < n
         }
