@@ -74,6 +74,9 @@ def test_target_bindings():
         ("TOPIC", "PREFIXED", "orders", "WRITE"),
         ("TOPIC", "PREFIXED", "orders", "DESCRIBE"),
         ("TOPIC", "PREFIXED", "orders", "CREATE"),
+        ("TOPIC", "PREFIXED", "orders", "DESCRIBE_CONFIGS"),  # configs kept equal to the source's
+        ("TOPIC", "PREFIXED", "orders", "ALTER_CONFIGS"),
+        ("TOPIC", "PREFIXED", "orders", "ALTER"),  # partitions a source topic gains
         ("CLUSTER", "LITERAL", "kafka-cluster", "IDEMPOTENT_WRITE"),
     }
     assert {b.host for b in got} == {"10.0.0.5"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from conftest import ROLES, load_module
 from test_acls import acl_module, run_module
 
@@ -74,6 +74,59 @@ def test_kmirror_topic_check_mode_then_create_then_idempotent(brokers, files, ca
     assert again["changed"] is False and again["created"] == []
     assert again["present"] == {"orders.cancelled": 2, "orders.created": 3}
     assert again["diff"]["before"] == again["diff"]["after"]
+
+
+def create(bootstrap: str, name: str, partitions: int, config: dict[str, str], replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, partitions, replication, config=config)]).values():
+        fut.result()
+
+
+def configs(bootstrap: str, topic: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    return {k: v.value for f in described.values() for k, v in f.result().items()}
+
+
+def test_kmirror_topic_uses_the_replication_factor_it_is_given(brokers, files, capsys, monkeypatch):
+    # The role passes the source's replication_factor from the inventory (test_role_expressions.py).
+    create(brokers["source"], "replicated", 2, {})
+    done = run_module(
+        topic_module, {**files, "topics": ["replicated"], "replication_factor": 3}, capsys, monkeypatch
+    )
+    assert done["changed"] is True and [c["name"] for c in done["created"]] == ["replicated"]
+    md = AdminClient({"bootstrap.servers": brokers["target"]}).list_topics("replicated", timeout=10)
+    # The test broker is one node but records the replica list it was asked for: three replicas each.
+    assert [len(p.replicas) for p in md.topics["replicated"].partitions.values()] == [3, 3]
+
+
+def test_kmirror_topic_brings_existing_topics_in_step(brokers, files, capsys, monkeypatch):
+    create(brokers["source"], "existing", 2, {"retention.ms": "1000", "min.insync.replicas": "1"})
+    # Made on the target earlier, with one partition, another retention and the target's own durability.
+    create(brokers["target"], "existing", 1, {"retention.ms": "5000", "min.insync.replicas": "2"})
+    args = {**files, "topics": ["existing"], "_ansible_diff": True}
+
+    plan = run_module(topic_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert plan["changed"] is True and plan["created"] == []
+    assert plan["altered"] == {"existing": {"set": {"retention.ms": "1000"}, "delete": []}}
+    assert plan["partitions_added"] == {"existing": 2}
+    assert "existing partitions=1 retention.ms=5000" in plan["diff"]["before"]
+    assert "existing partitions=2 retention.ms=1000" in plan["diff"]["after"]
+    assert configs(brokers["target"], "existing")["retention.ms"] == "5000"  # check mode changed nothing
+
+    done = run_module(topic_module, args, capsys, monkeypatch)
+    assert done["changed"] is True
+    on_target = configs(brokers["target"], "existing")
+    assert on_target["retention.ms"] == "1000"
+    assert on_target["min.insync.replicas"] == "2"  # not a replicable config: the target's own is kept
+    # The test broker cannot add partitions: reported with its reason, as a warning, not a failure.
+    assert done["partitions_added"] == {}
+    assert done["mismatched"]["existing"]["source"] == 2 and done["mismatched"]["existing"]["target"] == 1
+    assert "CreatePartitions" in done["mismatched"]["existing"]["reason"]
+
+    again = run_module(topic_module, args, capsys, monkeypatch)
+    assert again["changed"] is False and again["altered"] == {}
+    assert again["diff"]["before"] == "existing partitions=1\n"
 
 
 def test_kmirror_topic_reports_a_broker_it_cannot_reach(files, tmp_path, capsys, monkeypatch):

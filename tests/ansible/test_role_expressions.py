@@ -68,3 +68,27 @@ def test_only_limits_a_role_to_the_named_sources(role):
     one = evaluate(role, "vars", name, kmirror_source_clusters=sources, **{f"kmirror_{short}_only": ["west"]})
     assert [s["name"] for s in every] == ["east", "west"]
     assert [s["name"] for s in one] == ["west"]
+
+
+def test_topics_get_each_sources_replication_factor_else_the_roles():
+    sources = [
+        {"name": "east", "replication_factor": 3},  # as `kmirror run --replication.factor 3` gets it
+        {"name": "west"},
+        {"name": "north", "replication_factor": None},
+    ]
+    got = evaluate(
+        "kmirror_topics",
+        "vars",
+        "kmirror_topics_replication_factors",
+        kmirror_topics_sources=sources,  # what vars/main.yml makes of kmirror_source_clusters (tested above)
+        kmirror_topics_replication_factor=2,
+    )
+    assert got == {"east": 3, "west": 2, "north": 2}
+    default = evaluate(
+        "kmirror_topics",
+        "vars",
+        "kmirror_topics_replication_factors",
+        kmirror_topics_sources=[{"name": "west"}],
+        kmirror_topics_replication_factor=-1,
+    )
+    assert default == {"west": -1}

@@ -10,7 +10,9 @@ short_description: Grant the mirror principal the ACLs MirrorMaker's documentati
 description:
   - Computes the bindings (C(module_utils/kmirror_acl_bindings.py)); on the source cluster READ, DESCRIBE and
     DESCRIBE_CONFIGS on the whitelisted topics (LITERAL or PREFIXED) and READ on the mirror's group;
-    on the target WRITE, DESCRIBE and CREATE on those topics.
+    on the target WRITE, DESCRIBE, CREATE, DESCRIBE_CONFIGS, ALTER_CONFIGS and ALTER on those topics (kmirror
+    creates destination topics, keeps their configs equal to the source's and adds partitions a source topic
+    gains).
   - With I(admin_config), reads the principal's existing bindings (C(describe_acls)) and creates the
     missing ones (C(create_acls)) or, with I(state=absent), deletes them. Idempotent; check mode and
     diff mode report the plan

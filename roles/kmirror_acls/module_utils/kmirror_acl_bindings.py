@@ -3,10 +3,13 @@
 What the MirrorMaker reference documents ask for, for the mirror's own principal (never the brokers'):
 
 * on the **source** cluster: READ and DESCRIBE on the mirrored topics, READ on the mirror's consumer group;
-  plus DESCRIBE_CONFIGS on those topics, because kmirror copies each topic's explicitly set configs when it
-  creates the destination topic;
-* on the **target** cluster: WRITE, DESCRIBE and CREATE on the mirrored topics (plus IDEMPOTENT_WRITE on
-  the cluster, only needed by brokers older than Kafka 2.8, when asked for).
+  plus DESCRIBE_CONFIGS on those topics, because kmirror copies each topic's effective configs (every config
+  the source describes, minus read-only, sensitive and cluster-specific ones: ``kmirror.topics``) when it
+  creates the destination topic and keeps copying changes while it mirrors;
+* on the **target** cluster: WRITE, DESCRIBE and CREATE on the mirrored topics, DESCRIBE_CONFIGS and
+  ALTER_CONFIGS on them (the destination topic configs are kept equal to the source's by incremental alter
+  configs), and ALTER on them (partitions a source topic gains are added by create partitions); plus
+  IDEMPOTENT_WRITE on the cluster, only needed by brokers older than Kafka 2.8, when asked for.
 
 Topics are named by MirrorMaker's whitelist (Java regex, a comma means ``|``). Kafka ACLs know only LITERAL
 names, PREFIXED names and the LITERAL wildcard ``*``, so each alternative of the whitelist must be a plain
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 SOURCE_GROUP_OPERATIONS = ("READ",)
-TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE")
+TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 _META = set(".[]{}()*+?^$|\\")
 _ESCAPABLE = set(".-_$[]{}()*+?^|\\")

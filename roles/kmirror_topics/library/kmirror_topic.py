@@ -10,11 +10,17 @@ short_description: Create destination topics on the target with the source's par
 description:
   - Lists the source cluster's topics that the mirror's whitelist/blacklist select (kmirror's own Java-regex
     filter, internal topics never), and creates those missing on the target with the source's partition count
-    and explicitly set topic configs, through C(kmirror.topics) (the code the worker itself uses).
+    and effective topic configs (every config the source describes, set on the topic or inherited from the
+    source brokers, except read-only, sensitive and cluster-specific ones such as min.insync.replicas),
+    through C(kmirror.topics), the code and the one copy rule the worker itself uses.
+  - Topics already on the target are brought in step the way the running worker keeps them, by the same code
+    (incremental alter configs) where their replicable configs differ from the source's, and partitions are
+    added (create partitions) where the target has fewer than the source. A target that refuses to add
+    partitions is reported as a warning and in C(mismatched), not as a failure (the worker then places that
+    topic's records by key hash).
   - Connects with the instance's deployed consumer and producer properties files, so it uses exactly the
     mirror's addresses, TLS and SASL settings (C(kmirror.config)).
-  - Idempotent (existing topics are left alone; a partition count that differs is reported as a warning),
-    supports check mode and diff mode.
+  - Idempotent, supports check mode and diff mode.
   - Runs on a worker host with kmirror's virtualenv as the interpreter.
 options:
   consumer_config:
@@ -36,7 +42,9 @@ options:
     type: list
     elements: str
   replication_factor:
-    description: Replication factor of created topics; -1 means the target's default.
+    description: Replication factor of created topics; -1 means the target's default. The role passes the
+      source's C(replication_factor) from the inventory (the one its instance's C(kmirror run
+      --replication.factor) gets), else C(kmirror_topics_replication_factor).
     type: int
     default: -1
   timeout:
@@ -67,7 +75,17 @@ present:
   type: dict
   returned: always
 mismatched:
-  description: Selected topics whose partition count differs between source and target.
+  description: Selected topics whose partition count differs between source and target after this run (in
+    check mode, if the target accepts the partitions), with the reason when the target refused to add them.
+  type: dict
+  returned: always
+altered:
+  description: Existing target topics whose configs were (check mode, would be) changed to follow the source,
+    with the configs set.
+  type: dict
+  returned: always
+partitions_added:
+  description: Existing target topics given (check mode, that would be given) the source's partition count.
   type: dict
   returned: always
 """
@@ -133,6 +151,8 @@ def main() -> None:
             created=[],
             present={},
             mismatched={},
+            altered={},
+            partitions_added={},
             selected=[],
             msg=f"not deployed yet ({', '.join(missing_files)}): the topics are planned on the real run",
         )
@@ -151,32 +171,71 @@ def main() -> None:
         missing = [t for t in wanted if t not in on_target]
         configs = kt.describe_configs(source, missing, timeout=p["timeout"])
         specs = kt.plan(wanted, on_target, configs)
-        if specs and not module.check_mode:
-            kt.create(target, specs, replication_factor=p["replication_factor"], timeout=p["timeout"])
+        present = {t: on_target[t] for t in wanted if t in on_target}
+        # Existing destination topics: the same configs and partitions the running worker keeps them at.
+        source_cfg, source_err = kt.current_configs(source, present, p["timeout"], replicable=True)
+        target_cfg, target_err = kt.current_configs(target, present, p["timeout"])
+        if source_err or target_err:
+            module.fail_json(
+                msg="could not describe topic configs: "
+                + "; ".join(f"source {t}: {why}" for t, why in sorted(source_err.items()))
+                + "; ".join(f"target {t}: {why}" for t, why in sorted(target_err.items()))
+                + ": grant the mirror principal DESCRIBE_CONFIGS on the topics of both clusters",
+            )
+        changes = {t: kt.config_changes(c, target_cfg[t]) for t, c in source_cfg.items() if t in target_cfg}
+        changes = {t: c for t, c in changes.items() if c}
+        grow = kt.partitions_to_add(wanted, present)
+        refused_configs: dict = {}
+        refused_partitions: dict = {}
+        if not module.check_mode:
+            if specs:
+                kt.create(target, specs, replication_factor=p["replication_factor"], timeout=p["timeout"])
+            refused_configs = kt.alter_configs(target, changes, p["timeout"])
+            refused_partitions = kt.add_partitions(target, grow, p["timeout"])
     except KmirrorError as exc:
         module.fail_json(msg=str(exc))
     except KafkaException as exc:
         module.fail_json(msg=f"Kafka admin request failed: {exc.args[0].str() if exc.args else exc}")
-    present = {t: on_target[t] for t in wanted if t in on_target}
-    mismatched = {
-        t: {"source": wanted[t], "target": on_target[t]} for t in present if on_target[t] != wanted[t]
-    }
+    if refused_configs:
+        module.fail_json(
+            msg="could not alter destination topic configs: "
+            + "; ".join(f"{t}: {why}" for t, why in sorted(refused_configs.items()))
+            + ": grant the mirror principal ALTER_CONFIGS and DESCRIBE_CONFIGS on the target topics",
+        )
+    added = {t: n for t, n in grow.items() if t not in refused_partitions}
+    after_counts = dict(present, **added, **{s.name: s.partitions for s in specs})
+    mismatched = {}
+    for t in present:
+        if after_counts[t] != wanted[t]:
+            mismatched[t] = {"source": wanted[t], "target": after_counts[t]}
+            if t in refused_partitions:
+                mismatched[t]["reason"] = refused_partitions[t]
     for t, m in sorted(mismatched.items()):
+        why = f" (adding partitions failed: {m['reason']})" if "reason" in m else ""
+        effect = (
+            "the mirror places its records by key hash, not by partition number"
+            if m["target"] < m["source"]
+            else "records keep their partition number, the extra target partitions stay empty"
+        )
         module.warn(
-            f"topic {t} has {m['source']} partitions on the source but {m['target']} on the target: "
-            "records keep their partition number only when the counts match"
+            f"topic {t} has {m['source']} partitions on the source but {m['target']} on the target{why}: "
+            + effect
         )
     created = [{"name": s.name, "partitions": s.partitions, "configs": s.configs} for s in specs]
-    after = dict(present, **{s.name: s.partitions for s in specs})
+    altered = {t: {"set": c.set, "delete": list(c.delete)} for t, c in sorted(changes.items())}
+    before_cfg = {t: {k: target_cfg[t].get(k, "(unset)") for k in c.set} for t, c in changes.items()}
+    after_cfg = dict({t: c.set for t, c in changes.items()}, **{s.name: s.configs for s in specs})
     module.exit_json(
-        changed=bool(specs),
+        changed=bool(specs or changes or added),
         created=created,
         present=present,
         mismatched=mismatched,
+        altered=altered,
+        partitions_added=added,
         selected=sorted(wanted),
         diff={
-            "before": listing(present),
-            "after": listing(after, {s.name: s.configs for s in specs}),
+            "before": listing(present, before_cfg),
+            "after": listing(after_counts, after_cfg),
             "before_header": "target topics (selected)",
             "after_header": "target topics (selected)",
         },

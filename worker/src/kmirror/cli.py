@@ -159,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=30_000,
         metavar="MS",
-        help="how often new source topics are looked for (default 30000)",
+        help="how often new source topics, partition counts and topic configs are looked at (default 30000)",
     )
     run.add_argument(
         "--stats.interval.ms",

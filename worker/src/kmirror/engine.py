@@ -122,6 +122,8 @@ class Stream:
         self._failure: Failure | None = None
         self._selected: dict[str, int] = {}
         self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
+        self._short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
+        self._config_sync: topics.ConfigSync | None = None
         self._committed: dict[tuple[str, int], int] = {}
         self._last_stats: metrics.Snapshot | None = None
         self.consumer: Consumer | None = None
@@ -520,30 +522,75 @@ class Stream:
     # ------------------------------------------------------------------ topics
 
     def _refresh_topics(self) -> None:
-        """Pick up new, removed or grown source topics; create missing destination topics first."""
+        """Pick up new, removed or grown source topics; create missing destination topics first, add the
+        partitions a source topic gained, and keep destination topic configs equal to the source's.
+
+        Cheap when nothing changed: one metadata request and one describe-configs request on the source;
+        the target is asked only about what changed (or about topics still short of partitions)."""
         consumer = self.consumer
         assert consumer is not None
         md = consumer.list_topics(timeout=10)
         source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         selected = {t: n for t, n in source.items() if self.spec.topic_filter.matches(t)}
-        if selected == self._selected:
-            return
+        if selected != self._selected or self._short:
+            self._place_topics(selected)
+        if self._config_sync is None:
+            self._config_sync = topics.ConfigSync(self._source_admin, self._target_admin, self.spec.label)
+        self._config_sync.run(self._selected)
+
+    def _place_topics(self, selected: dict[str, int]) -> None:
+        """Destination topics for the selected source topics: created, grown, or routed by key hash."""
+        consumer = self.consumer
+        assert consumer is not None
         target = topics.ensure(
             self._source_admin, self._target_admin, selected, replication_factor=self.spec.replication_factor
         )
+        grow = topics.partitions_to_add(selected, target)
+        refused = topics.add_partitions(self._target_admin, grow) if grow else {}
+        if len(refused) < len(grow):
+            before, target = target, {**target, **topics.partition_counts(self._target_admin)}
+            for t in sorted(set(grow) - set(refused)):
+                # The producers' own metadata must know the new partitions before a record is sent to one
+                # (librdkafka refuses a partition beyond the count it knows); any metadata reply updates it.
+                for producer in self.producers:
+                    producer.list_topics(t, timeout=10)
+                log.info(
+                    "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
+                    self.spec.label,
+                    t,
+                    target.get(t, grow[t]),
+                    before[t],
+                )
         selected = {t: n for t, n in selected.items() if t in target}
-        hashed = {t for t, n in selected.items() if target[t] < n}
-        for t in sorted(hashed - self._hashed):
-            log.warning(
-                "%s: target topic %s has %d partitions, source %d: records are placed by key hash "
-                "(Java's murmur2), so order is kept per key, not per source partition",
-                self.spec.label,
-                t,
-                target[t],
-                selected[t],
-            )
+        short = {
+            t: (n, target[t], refused.get(t, "the target still reports fewer partitions"))
+            for t, n in selected.items()
+            if target[t] < n
+        }
+        for t, (n, m, why) in sorted(short.items()):
+            if self._short.get(t) != (n, m, why):
+                log.warning(
+                    "%s: target topic %s has %d partitions, source %d (adding partitions failed: %s): "
+                    "records are placed by key hash (Java's murmur2), so order is kept per key, not per "
+                    "source partition; metric kmirror_topic_partition_mismatch",
+                    self.spec.label,
+                    t,
+                    m,
+                    n,
+                    why,
+                )
+        for t in sorted(set(self._short) - set(short)):
+            if t in selected:
+                log.info(
+                    "%s: target topic %s has the source's %d partitions: partition numbers are kept again",
+                    self.spec.label,
+                    t,
+                    selected[t],
+                )
+        self._short = short
         self._hashed.clear()
-        self._hashed.update(hashed)
+        self._hashed.update(short)
+        self.snap.partition_mismatch = {t: n - m for t, (n, m, _) in short.items()}
         if set(selected) != set(self._selected):
             log.info(
                 "%s: mirroring %d topics: %s", self.spec.label, len(selected), ", ".join(sorted(selected))

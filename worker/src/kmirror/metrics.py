@@ -46,6 +46,7 @@ class Snapshot:
     queue_depth: int = 0
     blocked_seconds: float = 0.0  # how long the target has acknowledged nothing while the stream waits
     partition_lag: dict[tuple[str, int], int] = field(default_factory=dict)
+    partition_mismatch: dict[str, int] = field(default_factory=dict)  # topic -> source minus target count
     latency: Latency = field(default_factory=Latency)
     taken: float = field(default_factory=time.time)
 
@@ -130,6 +131,19 @@ class Collector(_Collector):
         yield queue
         yield blocked
         yield lag
+        mismatch = GaugeMetricFamily(
+            "kmirror_topic_partition_mismatch",
+            "Partitions the source topic has and its destination topic lacks (adding them failed): the "
+            "topic's records are placed by key hash; absent when the counts match",
+            labels=["source", "topic"],
+        )
+        worst: dict[tuple[str, str], int] = {}  # every stream of a source reports its topics: one series each
+        for s in snaps:
+            for topic, missing in s.partition_mismatch.items():
+                worst[(s.source, topic)] = max(missing, worst.get((s.source, topic), 0))
+        for (source, topic), missing in sorted(worst.items()):
+            mismatch.add_metric([source, topic], missing)
+        yield mismatch
         yield latency
 
 

@@ -1,11 +1,18 @@
-"""Destination topics: created by kmirror with the source's partition count and topic configs.
+"""Destination topics: created by kmirror with the source's partition count and topic configs, kept in step.
 
 Never left to the target broker's auto-creation (which would use the broker's default partition count
-and configs). A mirror is a replica: the destination gets the source topic's effective topic-level
-configs (retention, cleanup policy, compression, ...), whether they were set on the topic or inherited
-from the source brokers, so it behaves the same whatever the target brokers' defaults are. Settings
-that describe the source cluster rather than the data are not copied (:data:`NOT_COPIED`).
-Used by the engine before it subscribes to a topic, and by the Ansible topics module.
+and configs). A mirror is a replica, and the one rule of what is copied lives here
+(:func:`replicable_configs`): the destination gets the source topic's **effective** topic-level configs
+(retention, cleanup policy, compression, ...), whether they were set on the topic or inherited from the
+source brokers, so it behaves the same whatever the target brokers' defaults are. Not copied: read-only
+and sensitive entries, and settings that describe the source cluster rather than the data
+(:data:`NOT_COPIED`, :data:`NOT_COPIED_PREFIXES`). The same rule is used when a topic is created
+(:func:`ensure`, the Ansible topics module) and while mirroring (:class:`ConfigSync`: a source config
+change reaches the target at the next topic refresh, by incremental alter configs).
+
+A source topic that gains partitions gets them on the target too (:func:`partitions_to_add`,
+:func:`add_partitions`); where the target refuses, the engine routes the topic by key hash and reports the
+mismatch. Used by the engine at every topic refresh, and by the Ansible topics module.
 """
 
 from __future__ import annotations
@@ -15,14 +22,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from kmirror.errors import KmirrorError
 
 log = logging.getLogger(__name__)
 
-# Cluster-specific settings, and message.timestamp.type: LogAppendTime on the target would replace the
-# source timestamps that kmirror copies.
+# Cluster-specific settings (durability, throttles, tiered storage, format), and message.timestamp.*:
+# LogAppendTime on the target would replace the source timestamps that kmirror copies.
 NOT_COPIED = frozenset(
     {
         "leader.replication.throttled.replicas",
@@ -34,6 +48,8 @@ NOT_COPIED = frozenset(
         "message.timestamp.after.max.ms",
         "unclean.leader.election.enable",
         "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
         "local.retention.ms",
         "local.retention.bytes",
         "message.format.version",
@@ -54,7 +70,10 @@ class TopicError(KmirrorError):
 
 
 def replicable_configs(entries: Mapping[str, object]) -> dict[str, str]:
-    """The described topic configs a destination topic is created with."""
+    """The rule of what is copied: the source topic's described (effective) configs a destination topic is
+    created with and kept equal to. Every entry the source describes (set on the topic or inherited from
+    the source brokers) except read-only and sensitive ones and those in :data:`NOT_COPIED` or starting
+    with :data:`NOT_COPIED_PREFIXES`."""
     out = {}
     for name, entry in entries.items():
         if (
@@ -87,6 +106,182 @@ def describe_configs(
     for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
         out[res.name] = replicable_configs(fut.result())
     return out
+
+
+def current_configs(
+    admin: AdminClient, topics: Iterable[str], timeout: float = 10.0, *, replicable: bool = False
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Described topic configs, one request: ({topic: {name: value}}, {topic: error}).
+
+    ``replicable``: only those :func:`replicable_configs` copies (for a source topic)."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    if not resources:
+        return {}, {}
+    out: dict[str, dict[str, str]] = {}
+    errors: dict[str, str] = {}
+    for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            entries = fut.result()
+        except KafkaException as exc:
+            errors[res.name] = _reason(exc)
+            continue
+        if replicable:
+            out[res.name] = replicable_configs(entries)
+        else:
+            out[res.name] = {n: str(e.value) for n, e in entries.items() if e.value is not None}
+    return out, errors
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """What makes a destination topic's configs equal to its source topic's replicable ones."""
+
+    set: dict[str, str] = field(default_factory=dict)
+    delete: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.delete)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in sorted(self.set.items())]
+        parts += [f"{k} (back to the target's default)" for k in self.delete]
+        return ", ".join(parts)
+
+
+def config_changes(
+    source: Mapping[str, str], target: Mapping[str, str], dropped: Iterable[str] = ()
+) -> ConfigChange:
+    """The changes that make ``target`` (a destination topic's described configs) follow ``source`` (the
+    source topic's :func:`replicable_configs`).
+
+    Every replicable source config whose value differs on the target is set. ``dropped``: replicable configs
+    the source reported before and no longer reports (brokers that describe only explicitly set configs do
+    that when one is removed): deleted on the target, so it falls back to its default as well. Target
+    configs the source never reported (e.g. a ``min.insync.replicas`` set on the target) are left alone.
+    """
+    to_set = {k: v for k, v in source.items() if target.get(k) != v}
+    to_delete = tuple(sorted(k for k in set(dropped) if k not in source and k in target))
+    return ConfigChange(to_set, to_delete)
+
+
+def alter_configs(
+    admin: AdminClient, changes: Mapping[str, ConfigChange], timeout: float = 10.0
+) -> dict[str, str]:
+    """Apply the changes by incremental alter configs (one request); returns the refusals {topic: reason}."""
+    resources = []
+    for topic, change in changes.items():
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in change.set.items()
+        ]
+        entries += [
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in change.delete
+        ]
+        if entries:
+            resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries))
+    if not resources:
+        return {}
+    refused = {}
+    for res, fut in admin.incremental_alter_configs(resources, request_timeout=timeout).items():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            refused[res.name] = _reason(exc)
+    return refused
+
+
+class ConfigSync:
+    """Keeps destination topic configs equal to the source's replicable ones while mirroring.
+
+    Each :meth:`run` describes the source topics (one request) and compares them with what was last made
+    equal on the target; only topics whose source configs changed (or that were never synced by this
+    process) are described on the target (one request) and altered where they differ (one request).
+    A refusal (e.g. no ALTER_CONFIGS on the target) is logged once per topic and reason, retried at the next
+    run, and never stops the mirror.
+    """
+
+    def __init__(self, source: AdminClient, target: AdminClient, label: str, timeout: float = 10.0) -> None:
+        self.source, self.target, self.label, self.timeout = source, target, label, timeout
+        self.synced: dict[str, dict[str, str]] = {}
+        self._problems: dict[str, str] = {}
+
+    def run(self, topics: Iterable[str]) -> dict[str, ConfigChange]:
+        """Bring the target configs of these topics in step; returns the changes applied."""
+        wanted = sorted(topics)
+        self.synced = {t: c for t, c in self.synced.items() if t in wanted}
+        try:
+            described, errors = current_configs(self.source, wanted, self.timeout, replicable=True)
+            for t, reason in errors.items():
+                self._problem(t, f"could not describe the source topic's configs: {reason}")
+            todo = {t: c for t, c in described.items() if self.synced.get(t) != c}
+            if not todo:
+                return {}
+            on_target, errors = current_configs(self.target, todo, self.timeout)
+            for t, reason in errors.items():
+                self._problem(t, f"could not describe the destination topic's configs: {reason}")
+            changes = {
+                t: config_changes(c, on_target[t], set(self.synced.get(t, {})) - set(c))
+                for t, c in todo.items()
+                if t in on_target
+            }
+            refused = alter_configs(self.target, {t: c for t, c in changes.items() if c}, self.timeout)
+        except KafkaException as exc:
+            self._problem("*", f"topic config sync failed: {_reason(exc)}")
+            return {}
+        applied = {}
+        for t, change in changes.items():
+            if t in refused:
+                self._problem(
+                    t,
+                    f"could not alter the destination topic's configs ({change.describe()}): {refused[t]}; "
+                    "grant the mirror principal ALTER_CONFIGS and DESCRIBE_CONFIGS on the target topics",
+                )
+                continue
+            self.synced[t] = todo[t]
+            if self._problems.pop(t, None) is not None:
+                log.info("%s: destination topic %s: configs in step with the source again", self.label, t)
+            if change:
+                applied[t] = change
+                log.info("%s: destination topic %s follows the source: %s", self.label, t, change.describe())
+        self._problems.pop("*", None)
+        return applied
+
+    def _problem(self, topic: str, message: str) -> None:
+        if self._problems.get(topic) != message:
+            self._problems[topic] = message
+            log.warning(
+                "%s: %s%s (retried at each topic refresh)",
+                self.label,
+                "" if topic == "*" else f"topic {topic}: ",
+                message,
+            )
+
+
+def partitions_to_add(source: Mapping[str, int], target: Mapping[str, int]) -> dict[str, int]:
+    """Topics whose destination has fewer partitions than the source, with the total to ask the target for
+    (Kafka can only add partitions: a destination with more is left alone, records keep their number)."""
+    return {t: n for t, n in sorted(source.items()) if t in target and target[t] < n}
+
+
+def add_partitions(admin: AdminClient, totals: Mapping[str, int], timeout: float = 30.0) -> dict[str, str]:
+    """Ask the target for the partitions (one request); returns the refusals {topic: reason}.
+
+    A topic that already has the count (another worker added them first) is not a refusal."""
+    if not totals:
+        return {}
+    new = [NewPartitions(t, n) for t, n in totals.items()]
+    refused = {}
+    for name, fut in admin.create_partitions(new, request_timeout=timeout, operation_timeout=timeout).items():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:
+                refused[name] = _reason(exc)
+    return refused
+
+
+def _reason(exc: KafkaException) -> str:
+    err = exc.args[0] if exc.args else None
+    return err.str() if isinstance(err, KafkaError) else str(exc)
 
 
 def plan(
