@@ -46,7 +46,7 @@ from pathlib import Path
 
 READY_S = 20.0
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_VERSION = 33, 34, 58, 35
+UNSUPPORTED_SASL_MECHANISM, UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED = 33, 35, 58
 SASL_VERSIONS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
 API_VERSIONS_MAX = 3
 
@@ -172,7 +172,8 @@ def string(s: str | None) -> bytes:
 def authenticate_response(req: Request, error: int, message: str | None, token: bytes) -> bytes:
     if req.version >= 2:
         msg = b"\x00" if message is None else uvarint(len(message.encode()) + 1) + message.encode()
-        body = struct.pack(">h", error) + msg + uvarint(len(token) + 1) + token + struct.pack(">q", 0) + b"\x00"
+        body = struct.pack(">h", error) + msg + uvarint(len(token) + 1) + token
+        body += struct.pack(">q", 0) + b"\x00"
         return frame(req.correlation_id, body, header_tags=True)
     body = struct.pack(">h", error) + string(message) + struct.pack(">i", len(token)) + token
     if req.version >= 1:
@@ -248,7 +249,7 @@ class Front:
         broker: tuple[str, int],
         apis: dict[int, tuple[int, int]],
     ) -> None:
-        peer = "%s:%s" % writer.get_extra_info("peername")[:2]
+        peer = "{}:{}".format(*writer.get_extra_info("peername")[:2])
         route = f"{peer}->{broker[0]}:{broker[1]}"
         try:
             principal = await self.authenticate(reader, writer, apis, route)
@@ -256,7 +257,7 @@ class Front:
             log.info("REFUSED %s: closed before authenticating", route)
             writer.close()
             return
-        except Exception as exc:  # noqa: BLE001 - a refusal of any kind closes the connection
+        except Exception as exc:  # a refusal of any kind closes the connection
             log.warning("REFUSED %s: %s", route, exc)
             writer.close()
             return
@@ -274,7 +275,9 @@ class Front:
             asyncio.ensure_future(self.pipe(reader, b_writer)),
             asyncio.ensure_future(self.pipe(b_reader, writer)),
         ]
-        done, pending = await asyncio.wait(pipes, timeout=self.max_session_s, return_when=asyncio.FIRST_COMPLETED)
+        done, pending = await asyncio.wait(
+            pipes, timeout=self.max_session_s, return_when=asyncio.FIRST_COMPLETED
+        )
         if not done:
             log.info("SESSION-END %s %s: %ss elapsed, closing", principal, route, self.max_session_s)
         for t in pending:
@@ -325,7 +328,8 @@ class Front:
                 try:
                     reply, done = server.step(authenticate_token(req))
                 except Exception as exc:
-                    writer.write(authenticate_response(req, SASL_AUTHENTICATION_FAILED, f"GSSAPI: {exc}", b""))
+                    failed = authenticate_response(req, SASL_AUTHENTICATION_FAILED, f"GSSAPI: {exc}", b"")
+                    writer.write(failed)
                     await writer.drain()
                     raise PermissionError(f"GSSAPI: {exc}") from exc
                 writer.write(authenticate_response(req, 0, None, reply))
@@ -347,7 +351,12 @@ async def serve(keytab: str, routes: list[tuple[str, int, str, int]], max_sessio
         lo, hi = apis.get(API_VERSIONS, (0, API_VERSIONS_MAX))
         apis[API_VERSIONS] = (lo, min(hi, API_VERSIONS_MAX))
 
-        def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, b=(b_host, b_port), a=apis) -> object:
+        def handler(
+            r: asyncio.StreamReader,
+            w: asyncio.StreamWriter,
+            b: tuple[str, int] = (b_host, b_port),
+            a: dict[int, tuple[int, int]] = apis,
+        ) -> object:
             return front.handle(r, w, b, a)
 
         servers.append(await asyncio.start_server(handler, host, port, reuse_address=True))
@@ -379,7 +388,13 @@ def wait(host: str, port: int, what: str, proc: subprocess.Popen) -> None:
 
 
 def up(
-    state: Path, keytab: Path, host: str, names: list[str], max_session_s: float | None, krb5_config: str | None
+    state: Path,
+    keytab: Path,
+    host: str,
+    names: list[str],
+    *,
+    max_session_s: float | None = None,
+    krb5_config: str | None = None,
 ) -> dict[str, str]:
     from kmirror.embedded import broker_binary
 
@@ -467,7 +482,18 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--max-session-s", type=float)
     a = ap.parse_args(argv)
     if a.cmd == "up":
-        print(json.dumps(up(a.state_dir, a.keytab, a.host, a.names, a.max_session_s, a.krb5_config)))
+        print(
+            json.dumps(
+                up(
+                    a.state_dir,
+                    a.keytab,
+                    a.host,
+                    a.names,
+                    max_session_s=a.max_session_s,
+                    krb5_config=a.krb5_config,
+                )
+            )
+        )
     elif a.cmd == "down":
         down(a.state_dir)
     else:

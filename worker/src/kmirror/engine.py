@@ -124,8 +124,8 @@ class Stream:
             self.producers.append(
                 Producer(producer_conf, logger=logging.getLogger("kmirror.librdkafka.producer"))
             )
-        self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
-        self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
+        self._source_admin = AdminClient({**admin_settings(spec.consumer), "logger": _quiet})
+        self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": _quiet})
         clean = False
         try:
             self._refresh_topics()
