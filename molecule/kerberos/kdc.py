@@ -70,7 +70,9 @@ def write_profiles(state: Path, realm: str, host: str, port: int, max_life: str)
         "[libdefaults]\n"
         f"    default_realm = {realm}\n"
         "    dns_lookup_kdc = false\n    dns_lookup_realm = false\n    rdns = false\n"
-        "    udp_preference_limit = 1\n\n"
+        "    udp_preference_limit = 1\n"
+        # A small clock skew: an expired ticket is refused at once (the default 300 s would hide expiry).
+        "    clockskew = 10\n\n"
         "[realms]\n"
         f"    {realm} = {{\n        kdc = {host}:{port}\n    }}\n"
     )
