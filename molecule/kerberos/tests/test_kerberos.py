@@ -35,8 +35,9 @@ NEG = "/tmp/kmirror-neg"
 # source, then reads the topic on both clusters until the target holds as many, and compares them record
 # by record (key, value, headers, timestamp, partition and order): kmirror.compare.
 RECORDS = r"""
-import json, sys, uuid
+import json, sys, time, uuid
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from kmirror.compare import compare, read_topics
 
 source, target, topic, count, keytab, principal = sys.argv[1:7]
@@ -48,6 +49,10 @@ for i in range(int(count)):
     value = f"value {i} of {run}".encode()
     p.produce(topic, key=f"{run}-{i}".encode(), value=value, headers=[("run", run.encode())])
 left = p.flush(60)
+# the mirror looks for new source topics every topic.refresh.interval.ms: wait for the copy
+admin, deadline = AdminClient({"bootstrap.servers": target, **sasl}), time.time() + 120
+while topic not in admin.list_topics(timeout=10).topics and time.time() < deadline:
+    time.sleep(1)
 src = read_topics({"bootstrap.servers": source, **sasl}, [topic], expected=int(count), timeout=60)
 total = sum(len(v) for v in src.values())
 dst = read_topics({"bootstrap.servers": target, **sasl}, [topic], expected=total, timeout=120, settle=3)
