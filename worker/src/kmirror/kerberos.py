@@ -125,6 +125,13 @@ def check_login(settings: Mapping[str, str], origin: str, *, timeout: float = LO
     keytab = settings["sasl.kerberos.keytab"]
     principal = settings.get("sasl.kerberos.principal", "kafkaclient")
     krb5 = os.environ.get("KRB5_CONFIG", "/etc/krb5.conf")
+    if not os.access(keytab, os.R_OK):
+        raise ConfigError(
+            f"keytab {keytab} does not exist or is not readable by this user",
+            origin=origin,
+            key="sasl.kerberos.keytab",
+            fix="deploy the keytab there, readable by the user kmirror runs as, or correct the path",
+        )
     kinit = shutil.which("kinit")
     if not kinit:
         raise ConfigError(
@@ -132,13 +139,6 @@ def check_login(settings: Mapping[str, str], origin: str, *, timeout: float = LO
             origin=origin,
             key="sasl.mechanism=GSSAPI",
             fix="install MIT Kerberos' client tools (Debian: apt-get install krb5-user)",
-        )
-    if not os.access(keytab, os.R_OK):
-        raise ConfigError(
-            f"keytab {keytab} does not exist or is not readable by this user",
-            origin=origin,
-            key="sasl.kerberos.keytab",
-            fix="deploy the keytab there, readable by the user kmirror runs as, or correct the path",
         )
     env = {**os.environ, "KRB5CCNAME": "MEMORY:kmirror-check"}
     try:
