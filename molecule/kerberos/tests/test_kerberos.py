@@ -216,16 +216,18 @@ def neg(host):
     host.check_output(f"mkdir -p {NEG} && chmod 0755 {NEG}")
     host.ansible("copy", f"src={other} dest={NEG}/other.keytab owner=kmirror mode=0400", check=False)
 
-    def write(name: str, principal: str, keytab: str, bootstrap: str) -> str:
+    def write(name: str, principal: str, keytab: str, bootstrap: str, extra: str = "") -> str:
         text = (
             f"bootstrap.servers={bootstrap}\\nsecurity.protocol=SASL_PLAINTEXT\\nsasl.mechanism=GSSAPI\\n"
-            f"sasl.kerberos.keytab={keytab}\\nsasl.kerberos.principal={principal}\\n"
+            f"sasl.kerberos.keytab={keytab}\\nsasl.kerberos.principal={principal}\\n{extra}"
         )
         host.check_output(f"printf '{text}' > {NEG}/{name} && chmod 0644 {NEG}/{name}")
         return f"{NEG}/{name}"
 
     files = {
-        "consumer": write("consumer.properties", PRINCIPAL, KEYTAB, CLUSTERS["east"]),
+        "consumer": write(
+            "consumer.properties", PRINCIPAL, KEYTAB, CLUSTERS["east"], "group.id=kmirror-neg\\n"
+        ),
         "wrong-principal": write("wrong-principal.properties", f"other@{REALM}", KEYTAB, CLUSTERS["target"]),
         "wrong-keytab": write(
             "wrong-keytab.properties", PRINCIPAL, f"{NEG}/other.keytab", CLUSTERS["target"]
