@@ -146,6 +146,7 @@ def realm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             "3m",
             "kmirror",
             "other",
+            "stale",
         )
     )
     try:
@@ -304,7 +305,7 @@ def test_kmirror_mirrors_through_kerberos_on_the_gssapi_client(realm, tmp_path):
     assert f"AUTHENTICATED {PRINCIPAL}" in realm["front_log"].read_text()
 
 
-@pytest.mark.parametrize("case", ["wrong-principal", "wrong-keytab", "unreachable-kdc"])
+@pytest.mark.parametrize("case", ["wrong-principal", "wrong-keytab", "stale-keytab", "unreachable-kdc"])
 def test_check_config_and_run_refuse_a_login_that_cannot_work(realm, tmp_path, case):
     keytabs = realm["kdc"]["keytabs"]
     c = realm["clusters"]
@@ -314,6 +315,13 @@ def test_check_config_and_run_refuse_a_login_that_cannot_work(realm, tmp_path, c
         principal, says = f"other@{REALM}", f"holds no key for other@{REALM} (it holds {PRINCIPAL})"
     elif case == "wrong-keytab":
         keytab, says = keytabs[f"other@{REALM}"], f"holds no key for {PRINCIPAL} (it holds other@{REALM})"
+    elif case == "stale-keytab":
+        # the KDC gives the principal a new key (kvno + 1): the keytab exported before is stale
+        principal, keytab = f"stale@{REALM}", keytabs[f"stale@{REALM}"]
+        kdc_dir = Path(realm["kdc"]["krb5_conf"]).parent
+        kadmin_env = {**env, "KRB5_KDC_PROFILE": str(kdc_dir / "kdc.conf")}
+        sh("kadmin.local", "-r", REALM, "-q", f"cpw -randkey {principal}", env=kadmin_env)
+        says = "the keytab's key is not the KDC's"
     else:
         bad = tmp_path / "krb5.conf"
         bad.write_text(Path(realm["kdc"]["krb5_conf"]).read_text().replace(realm["kdc"]["kdc"], f"{HOST}:9"))
