@@ -10,9 +10,10 @@ from the guests), advertising HOST:FRONT_PORT, and one front process that listen
 every cluster. The front speaks the server side of Kafka's SASL on each connection, then passes the bytes
 through to its broker:
 
-- ApiVersions (api key 18) is answered by the front itself: the broker's own list (asked once, v0) plus
-  SaslHandshake (17) and SaslAuthenticate (36). (Tansu's v3 response also carries top-level tagged
-  fields that librdkafka 2.0.2 cannot parse; the front's answer has none.)
+- ApiVersions (api key 18) is answered by the front itself: the broker's own list (asked once, v0), with
+  SaslHandshake (17) and SaslAuthenticate (36) set to the versions the front implements. (Tansu lists
+  17/36 too, but its v3 response carries top-level tagged fields that librdkafka 2.0.2 cannot parse:
+  "Read underflow"; the front's answer has none.)
 - SaslHandshake v0/v1 accepts GSSAPI only (else UNSUPPORTED_SASL_MECHANISM and the connection is closed).
 - SaslAuthenticate v0-v2 (or raw tokens after a v0 handshake) carries the GSSAPI tokens: the front accepts
   the client's Kerberos context with the brokers' service principal from FILE (python ``gssapi`` over MIT
