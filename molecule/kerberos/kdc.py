@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A real MIT Kerberos KDC (Debian krb5-kdc) on the controller, for the molecule scenario kerberos.
 
-    python kdc.py up --state-dir DIR [--host 10.213.0.1] [--realm KMIRROR.TEST] PRINCIPAL [PRINCIPAL ...]
+    python kdc.py up --state-dir DIR [--host 10.213.0.1] [--realm KMIRROR.TEST] [--max-life 10h] PRINCIPAL ...
     python kdc.py down --state-dir DIR
 
 ``up`` creates a realm database in DIR (kdb5_util), adds the brokers' service principal
-``kafka/HOST`` and every PRINCIPAL given (random keys, kadmin.local), exports one keytab per PRINCIPAL
-into DIR/keytabs/<primary>.keytab (mode 0600, as an operator keeps them on the controller), and starts
-``krb5kdc`` listening on HOST:PORT (TCP and UDP, a free port) only. It prints and writes
-DIR/kdc.json: {realm, kdc: "HOST:PORT", service_principal, keytabs: {principal: path}}.
+``kafka/HOST`` and every PRINCIPAL given (random keys, kadmin.local), exports one keytab per principal
+into DIR/keytabs/<primary>.keytab (mode 0600, as an operator keeps them on the controller; the service
+principal's is for the SASL front, molecule/shared/gssapi_front.py), and starts ``krb5kdc`` listening
+on HOST:PORT (TCP and UDP, a free port) only. Tickets live at most MAX_LIFE (kdc.conf ``max_life``; a
+few minutes proves that clients renew them). It prints and writes DIR/kdc.json: {realm, kdc:
+"HOST:PORT", service_principal, service_keytab, krb5_conf, keytabs: {principal: path}}.
 ``down`` stops the KDC (its pid from DIR/kdc.pid); the database stays in DIR (the scenario's ephemeral
 directory) and is deleted with it.
 
@@ -63,12 +65,14 @@ def run(state: Path, *argv: str) -> str:
     return proc.stdout
 
 
-def write_profiles(state: Path, realm: str, host: str, port: int) -> None:
+def write_profiles(state: Path, realm: str, host: str, port: int, max_life: str) -> None:
     (state / "krb5.conf").write_text(
         "[libdefaults]\n"
         f"    default_realm = {realm}\n"
         "    dns_lookup_kdc = false\n    dns_lookup_realm = false\n    rdns = false\n"
-        "    udp_preference_limit = 1\n\n"
+        "    udp_preference_limit = 1\n"
+        # A small clock skew: an expired ticket is refused at once (the default 300 s would hide expiry).
+        "    clockskew = 10\n\n"
         "[realms]\n"
         f"    {realm} = {{\n        kdc = {host}:{port}\n    }}\n"
     )
@@ -81,7 +85,7 @@ def write_profiles(state: Path, realm: str, host: str, port: int) -> None:
         f"        database_name = {state / 'principal'}\n"
         f"        key_stash_file = {state / 'stash'}\n"
         f"        acl_file = {state / 'kadm5.acl'}\n"
-        "        max_life = 10h 0m 0s\n"
+        f"        max_life = {max_life}\n"
         "    }\n\n"
         "[logging]\n"
         f"    kdc = FILE:{state / 'kdc.log'}\n"
@@ -89,11 +93,11 @@ def write_profiles(state: Path, realm: str, host: str, port: int) -> None:
     (state / "kadm5.acl").write_text("")
 
 
-def up(state: Path, host: str, realm: str, principals: list[str]) -> dict:
+def up(state: Path, host: str, realm: str, principals: list[str], max_life: str = "10h") -> dict:
     state.mkdir(parents=True, exist_ok=True)
     down(state)
     port = free_port(host)
-    write_profiles(state, realm, host, port)
+    write_profiles(state, realm, host, port, max_life)
     for old in state.glob("principal*"):
         old.unlink()
     run(state, "kdb5_util", "create", "-s", "-r", realm, "-P", secrets.token_urlsafe(24))
@@ -102,14 +106,13 @@ def up(state: Path, host: str, realm: str, principals: list[str]) -> dict:
     (state / "keytabs").mkdir(exist_ok=True)
     for name in [service, *principals]:
         full = name if "@" in name else f"{name}@{realm}"
-        run(state, "kadmin.local", "-r", realm, "-q", f"addprinc -randkey {full}")
-        if full == service:
-            continue
+        run(state, "kadmin.local", "-r", realm, "-q", f"addprinc -randkey -maxlife {max_life} {full}")
         path = state / "keytabs" / (full.split("@", 1)[0].replace("/", "_") + ".keytab")
         path.unlink(missing_ok=True)
         run(state, "kadmin.local", "-r", realm, "-q", f"ktadd -k {path} {full}")
         path.chmod(0o600)
-        keytabs[full] = str(path)
+        if full != service:
+            keytabs[full] = str(path)
     log = (state / "krb5kdc.out").open("ab")
     proc = subprocess.Popen(
         ["krb5kdc", "-n", "-r", realm],
@@ -125,7 +128,15 @@ def up(state: Path, host: str, realm: str, principals: list[str]) -> dict:
             down(state)
             raise SystemExit(f"kdc.py: krb5kdc did not start on {host}:{port} (see {state / 'kdc.log'})")
         time.sleep(0.05)
-    info = {"realm": realm, "kdc": f"{host}:{port}", "service_principal": service, "keytabs": keytabs}
+    info = {
+        "realm": realm,
+        "kdc": f"{host}:{port}",
+        "service_principal": service,
+        "service_keytab": str(state / "keytabs" / (service.split("@", 1)[0].replace("/", "_") + ".keytab")),
+        "krb5_conf": str(state / "krb5.conf"),
+        "max_life": max_life,
+        "keytabs": keytabs,
+    }
     (state / "kdc.json").write_text(json.dumps(info, indent=2))
     return info
 
@@ -152,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--state-dir", type=Path, required=True)
     u.add_argument("--host", default="10.213.0.1")
     u.add_argument("--realm", default="KMIRROR.TEST")
+    u.add_argument("--max-life", default="10h", help="the longest ticket the KDC issues (kdc.conf max_life)")
     u.add_argument("principals", nargs="+")
     d = sub.add_parser("down")
     d.add_argument("--state-dir", type=Path, required=True)
     a = ap.parse_args(argv)
     if a.cmd == "up":
-        print(json.dumps(up(a.state_dir, a.host, a.realm, a.principals)))
+        print(json.dumps(up(a.state_dir, a.host, a.realm, a.principals, a.max_life)))
     else:
         down(a.state_dir)
     return 0

@@ -52,6 +52,23 @@ options:
     type: list
     elements: str
     default: []
+  source_builds:
+    description:
+      - Requirements (C(name==version)) whose wheels are built from their source distribution on the
+        controller instead of taken from the index, with I(build_python) and the controller's system
+        libraries (e.g. C(confluent-kafka==2.0.2) against Debian's librdkafka-dev, for GSSAPI).
+      - The index's binary wheel of the same version is still resolved (it proves the dependency set) and
+        then replaced by the built one. Built wheels are cached in I(build_cache).
+    type: list
+    elements: str
+    default: []
+  build_python:
+    description: The Python that builds I(source_builds) (the hosts' version, with its headers), e.g.
+      C(/usr/bin/python3.11).
+    type: path
+  build_cache:
+    description: Where wheels built from source are kept between runs (default C(DEST/../source-builds)).
+    type: path
   build_isolation:
     description: Build the kmirror wheel in an isolated environment (pip fetches the build backend). Default
       is to use the controller's setuptools when it has one (faster, works offline), isolation otherwise.
@@ -89,7 +106,7 @@ import zipfile
 from ansible.module_utils.basic import AnsibleModule
 
 # Bump when what goes into the wheelhouse changes: a wheelhouse built by an older recipe is rebuilt.
-RECIPE = 2
+RECIPE = 3
 REPRODUCIBLE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
 IGNORE = shutil.ignore_patterns("build", "dist", "tests", "*.egg-info", "__pycache__", ".*")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -109,7 +126,7 @@ def source_digest(source: str) -> str:
     return h.hexdigest()
 
 
-def reusable(dest: str, stamp_text: str, pin_to_controller: bool) -> list[str] | None:
+def reusable(dest: str, stamp_text: str, pin_to_controller: bool, fixed: set[str]) -> list[str] | None:
     """The wheelhouse's wheels when it was built from this very source with these options and (when pinning
     to the controller) every dependency wheel still has the controller's version; None: build again."""
     stamp = os.path.join(dest, ".source-sha256")
@@ -118,7 +135,7 @@ def reusable(dest: str, stamp_text: str, pin_to_controller: bool) -> list[str] |
     names = sorted(n for n in os.listdir(dest) if n.endswith(".whl"))
     for name in names:
         dist, version = name.split("-")[:2]
-        if normalize(dist) == "kmirror" or not pin_to_controller:
+        if normalize(dist) in {"kmirror", *fixed} or not pin_to_controller:
             continue
         try:
             if importlib.metadata.version(dist) != version:
@@ -177,6 +194,37 @@ def pins(requires: list[str], extra: list[str], pin_to_controller: bool) -> list
     return out
 
 
+def build_from_source(module: AnsibleModule, req: str, python: str, cache: str, pip: list[str]) -> str:
+    """The path of a wheel of REQ (name==version) built from its sdist with PYTHON (cached in CACHE)."""
+    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;]+)\s*$", req)
+    if not m:
+        module.fail_json(msg=f"source_builds: {req!r} is not name==version; pin the exact version")
+    name, version = normalize(m.group(1)).replace("-", "_"), m.group(2)
+    tag = run_out(module, [python, "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"])
+    os.makedirs(cache, exist_ok=True)
+    for n in sorted(os.listdir(cache)):
+        if n.lower().startswith(f"{name}-{version}-{tag}-".lower()) and n.endswith(".whl"):
+            return os.path.join(cache, n)
+    with tempfile.TemporaryDirectory(prefix="kmirror-sdist-") as tmp:
+        run(module, [*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", tmp, req])
+        sdists = [os.path.join(tmp, n) for n in os.listdir(tmp)]
+        out = os.path.join(tmp, "out")
+        wheel = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+        run(module, [*wheel, "--wheel-dir", out, *sdists])
+        built = [n for n in os.listdir(out) if n.endswith(".whl")]
+        if len(built) != 1:
+            module.fail_json(msg=f"building {req} gave {built}")
+        shutil.copyfile(os.path.join(out, built[0]), os.path.join(cache, built[0]))
+    return os.path.join(cache, built[0])
+
+
+def run_out(module: AnsibleModule, cmd: list[str]) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        module.fail_json(msg=f"{' '.join(cmd)} failed (exit {proc.returncode})", stderr=proc.stderr)
+    return proc.stdout.strip()
+
+
 def run(module: AnsibleModule, cmd: list[str], **kwargs: object) -> None:
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, **kwargs)
@@ -201,6 +249,9 @@ def main() -> None:
             "pin_to_controller": {"type": "bool", "default": True},
             "pip_args": {"type": "list", "elements": "str", "default": []},
             "build_isolation": {"type": "bool"},
+            "source_builds": {"type": "list", "elements": "str", "default": []},
+            "build_python": {"type": "path"},
+            "build_cache": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -222,9 +273,12 @@ def main() -> None:
             p["python_version"],
             p["platforms"],
             p["pip_args"],
+            p["source_builds"],
+            p["build_python"],
         ]
     )
-    names = reusable(dest, stamp_text, p["pin_to_controller"]) if os.path.isdir(dest) else None
+    fixed = {normalize(m.group(1)) for r in p["source_builds"] if (m := _NAME.match(r))}
+    names = reusable(dest, stamp_text, p["pin_to_controller"], fixed) if os.path.isdir(dest) else None
     sums_path = os.path.join(dest, "SHA256SUMS")
     if names and os.path.isfile(sums_path):
         # Built from this very source before: nothing to build or download.
@@ -261,7 +315,8 @@ def main() -> None:
             module.fail_json(msg=f"expected one kmirror wheel, found {own}")
         own_path = os.path.join(out, own[0])
         version = own[0].split("-")[1]
-        reqs = pins(wheel_requires(own_path), p["requirements"], p["pin_to_controller"])
+        extra = [*p["requirements"], *p["source_builds"]]
+        reqs = pins(wheel_requires(own_path), extra, p["pin_to_controller"])
         download = [
             *pip,
             "download",
@@ -281,6 +336,16 @@ def main() -> None:
         # bundled pip and setuptools (faster, and nothing in it that the mirror does not need).
         pip_req = f"pip=={importlib.metadata.version('pip')}" if p["pin_to_controller"] else "pip"
         run(module, [*download, *p["pip_args"], "--no-deps", pip_req])
+        if p["source_builds"]:
+            python = p["build_python"] or f"/usr/bin/python{p['python_version']}"
+            cache = p["build_cache"] or os.path.join(os.path.dirname(os.path.abspath(dest)), "source-builds")
+            for req in p["source_builds"]:
+                built = build_from_source(module, req, python, cache, pip)
+                name = normalize(os.path.basename(built).split("-")[0])
+                for n in os.listdir(out):
+                    if n.endswith(".whl") and normalize(n.split("-")[0]) == name:
+                        os.unlink(os.path.join(out, n))
+                shutil.copyfile(built, os.path.join(out, os.path.basename(built)))
         wanted = {n: sha256(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.endswith(".whl")}
         present = {}
         if os.path.isdir(dest):

@@ -6,12 +6,20 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import NoReturn
 
-from kmirror import __version__, audit, lagcheck, safety, translation
+from kmirror import __version__, audit, kerberos, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
-from kmirror.plan import DEFAULT_NUM_PRODUCERS, DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
+from kmirror.plan import (
+    DEFAULT_NUM_PRODUCERS,
+    DEFAULT_QUEUE_SIZE,
+    MirrorOptions,
+    build_plan,
+    check_process,
+    source_names,
+)
 
 EXIT_UNSAFE = 1
 
@@ -293,19 +301,23 @@ def cmd_check_config(a: argparse.Namespace) -> int:
             key="--consumer.config/--producer.config",
             fix="give at least one consumer or producer properties file",
         )
-    reports = [
-        _report(load_client_config(p, "consumer", allow_unsafe=True), n)
-        for n, p in zip(source_names(a.consumer_configs), a.consumer_configs, strict=True)
-    ]
+    configs = [load_client_config(p, "consumer", allow_unsafe=True) for p in a.consumer_configs]
+    reports = [_report(c, n) for n, c in zip(source_names(a.consumer_configs), configs, strict=True)]
     if a.producer_config:
-        reports.append(_report(load_client_config(a.producer_config, "producer", allow_unsafe=True), None))
+        configs.append(load_client_config(a.producer_config, "producer", allow_unsafe=True))
+        reports.append(_report(configs[-1], None))
+    # What `kmirror run` refuses of the files together (one Kerberos principal, a keytab that logs in).
+    check_process(configs)
+    client = kerberos.client_info()
     unsafe = [u for r in reports for u in r["unsafe"]]  # type: ignore[attr-defined]
     if not a.abort:
         unsafe.append(f"--abort.on.send.failure=false: {safety.ABORT_ON_SEND_FAILURE_WHY}")
     verdict = "UNSAFE" if unsafe else "SAFE"
     if a.json:
-        print(json.dumps({"verdict": verdict, "unsafe": unsafe, "files": reports}, indent=2))
+        out = {"verdict": verdict, "unsafe": unsafe, "client": asdict(client), "files": reports}
+        print(json.dumps(out, indent=2))
     else:
+        print(f"client: {client.describe()}")
         for r in reports:
             print(f"{r['role']} {r['file']}" + (f" (source {r['source']})" if r["source"] else ""))
             for k, v in sorted(r["settings"].items()):  # type: ignore[attr-defined]

@@ -396,6 +396,14 @@ _NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
 _ROLE_WARNING = re.compile(r"Configuration property (\S+) is a (producer|consumer) property")
 
 
+def _client_version() -> str:
+    import confluent_kafka
+
+    from kmirror.kerberos import binding_version
+
+    return f"confluent-kafka {binding_version()}, librdkafka {confluent_kafka.libversion()[0]}"
+
+
 def validate_with_librdkafka(cfg: ClientConfig) -> None:
     """Let librdkafka check every key and value, offline (no bootstrap servers, nothing connects).
 
@@ -404,6 +412,9 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
     from confluent_kafka import Consumer, KafkaException, Producer
 
     conf = {k: v for k, v in client_conf(cfg.settings).items() if k != "bootstrap.servers"}
+    if "sasl.kerberos.keytab" in conf:
+        # Offline: no background kinit into the user's ticket cache (kmirror.kerberos logs in for real).
+        conf["sasl.kerberos.min.time.before.relogin"] = 0
     unknown: list[str] = []
     handler = _Collect()
     logger = logging.getLogger(f"kmirror.validate.{id(handler)}")
@@ -423,6 +434,14 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
                     unknown.append(m.group(1))
                     del conf[m.group(1)]
                     continue
+                if "No provider for SASL mechanism GSSAPI" in message:
+                    raise ConfigError(
+                        f"this kmirror's Kafka client ({_client_version()}) is built without GSSAPI",
+                        origin=cfg.origin,
+                        key="sasl.mechanism=GSSAPI",
+                        fix="install kmirror with the GSSAPI-capable client (the kmirror_worker role does it "
+                        "for hosts with a Kerberos cluster; docs/deployment.md)",
+                    ) from None
                 raise ConfigError(
                     _as_written(message, conf)
                     .removeprefix("Failed to create consumer: ")

@@ -166,8 +166,8 @@ class Stream:
             producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
             producer_conf["stats_cb"] = self._producer_statistics(i)
             self.producers.append(Producer(producer_conf, logger=self._target_log))
-        self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
-        self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
+        self._source_admin = AdminClient({**admin_settings(spec.consumer), "logger": _quiet})
+        self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": _quiet})
         clean = False
         try:
             self._refresh_topics()

@@ -10,8 +10,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+try:
+    from confluent_kafka.admin import OffsetSpec
+except ImportError:  # confluent-kafka < 2.3 (the GSSAPI client built against Debian's librdkafka 2.0.2)
+    OffsetSpec = None
 
 from kmirror.errors import KmirrorError
 
@@ -57,7 +62,7 @@ def group_lag(
     admin_conf: Mapping[str, str], group: str, topics: Iterable[str] | None = None, timeout: float = 10.0
 ) -> list[PartitionLag]:
     """Lag of every partition the group has committed, or of every partition of `topics`."""
-    admin = AdminClient(dict(admin_conf), logger=_LOG)
+    admin = AdminClient({**admin_conf, "logger": _LOG})
     try:
         fut = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
@@ -71,8 +76,11 @@ def group_lag(
         ]
         if not parts:
             return []
-        ends = _offsets(admin, parts, OffsetSpec.latest(), timeout)
-        starts = _offsets(admin, parts, OffsetSpec.earliest(), timeout)
+        if OffsetSpec is not None and hasattr(admin, "list_offsets"):
+            ends = _offsets(admin, parts, OffsetSpec.latest(), timeout)
+            starts = _offsets(admin, parts, OffsetSpec.earliest(), timeout)
+        else:
+            starts, ends = _watermarks(admin_conf, group, parts, timeout)
         owners = _owners(admin, group, timeout)
     except KmirrorError:
         raise
@@ -86,6 +94,18 @@ def _offsets(
 ) -> dict[tuple[str, int], int]:
     futures = admin.list_offsets({tp: spec for tp in parts}, request_timeout=timeout)
     return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def _watermarks(
+    admin_conf: Mapping[str, str], group: str, parts: list[TopicPartition], timeout: float
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Log start and end offsets from a consumer that never joins the group (clients without list_offsets)."""
+    consumer = Consumer({**admin_conf, "group.id": group, "enable.auto.commit": False}, logger=_LOG)
+    try:
+        marks = {(t.topic, t.partition): consumer.get_watermark_offsets(t, timeout=timeout) for t in parts}
+    finally:
+        consumer.close()
+    return {k: lo for k, (lo, _) in marks.items()}, {k: hi for k, (_, hi) in marks.items()}
 
 
 def _owners(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], str]:

@@ -80,7 +80,7 @@ def _group_state(admin_conf: Mapping[str, str], group: str, timeout: float) -> t
     """(state name, whether the broker listed members) of the group."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(dict(admin_conf), logger=lag._LOG)
+    admin = AdminClient({**admin_conf, "logger": lag._LOG})
     described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
     return described.state.name, bool(described.members)
 

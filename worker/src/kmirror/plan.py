@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kmirror import kerberos
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.engine import StreamSpec
 from kmirror.errors import ConfigError
@@ -143,8 +144,24 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
         sources.append(Source(name, cfg, TopicFilter(include, exclude)))
-    check_one_kerberos_principal([producer, *(s.config for s in sources)])
+    check_process([producer, *(s.config for s in sources)])
     return MirrorPlan(o, sources, producer)
+
+
+def check_process(configs: list[ClientConfig]) -> None:
+    """What one kmirror process needs of all its files together; `run` and `check-config` both call it.
+
+    One Kerberos principal per process, and each Kerberos keytab really logs in (a wrong keytab, a
+    principal it does not hold or an unreachable KDC is one clear line, not a mirror that retries forever).
+    """
+    check_one_kerberos_principal(configs)
+    tried: set[tuple[str, str]] = set()
+    for cfg in configs:
+        settings = cfg.settings
+        login = (settings.get("sasl.kerberos.keytab", ""), settings.get("sasl.kerberos.principal", ""))
+        if login not in tried:
+            tried.add(login)
+            kerberos.check_login(cfg.settings, cfg.origin)
 
 
 def check_one_kerberos_principal(configs: list[ClientConfig]) -> None:
@@ -152,7 +169,7 @@ def check_one_kerberos_principal(configs: list[ClientConfig]) -> None:
     process that log in as different principals would overwrite each other's tickets."""
     principals: dict[str, str] = {}
     for cfg in configs:
-        if cfg.settings.get("sasl.mechanisms", "").strip().upper() == "GSSAPI":
+        if kerberos.uses_gssapi(cfg.settings):
             principals.setdefault(cfg.settings.get("sasl.kerberos.principal", "kafkaclient"), cfg.origin)
     if len(principals) > 1:
         (first, first_file), (second, second_file) = list(principals.items())[:2]
