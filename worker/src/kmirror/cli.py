@@ -178,6 +178,20 @@ def _parser() -> argparse.ArgumentParser:
         help="replication factor of destination topics kmirror creates (default: the target's)",
     )
     run.add_argument(
+        "--static.membership",
+        dest="static_membership",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="true|false",
+        help="KIP-345 static membership: each stream joins the group with a group.instance.id that stays "
+        "the same across restarts (BASE-STREAM; BASE: the consumer file's group.instance.id, else "
+        "kmirror-HOST-SOURCE), so a restart within session.timeout.ms moves no partitions, but a stopped "
+        "instance keeps its partitions for session.timeout.ms (default false: streams leave the group one "
+        "at a time on stop and their partitions move at once; docs/deployment.md, Restarts)",
+    )
+    run.add_argument(
         "--metrics.port",
         dest="metrics_port",
         type=int,
@@ -247,6 +261,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         topic_refresh_interval_ms=a.refresh_ms,
         stats_interval_ms=a.stats_ms,
         replication_factor=a.replication_factor,
+        static_membership=a.static_membership,
     )
 
 
