@@ -55,9 +55,12 @@ def run_stream(
     spec: StreamSpec,
     report: Callable[[Snapshot], None] | None = None,
     rebalances: Callable[[], None] | None = None,
+    *,
+    interrupt: bool = True,
 ) -> int:
     """Run one stream until it is stopped by a signal; return the process exit code. `rebalances` is
-    called after each rebalance that gave the stream its (incremental) assignment."""
+    called after each rebalance that gave the stream its (incremental) assignment. `interrupt`: SIGINT
+    stops it too (False in a stream process: Ctrl-C reaches the supervisor, which stops them in turn)."""
     stream = Stream(spec, report=report)
     stream.on_rebalanced = rebalances
 
@@ -70,7 +73,7 @@ def run_stream(
         stream.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGINT, stop if interrupt else signal.SIG_IGN)
     try:
         stream.run()
     except KmirrorError as exc:
@@ -104,7 +107,7 @@ def _child(
         with rebalances.get_lock():
             rebalances.value += 1
 
-    sys.exit(run_stream(spec, reports.put if reports is not None else None, count))
+    sys.exit(run_stream(spec, reports.put if reports is not None else None, count, interrupt=False))
 
 
 def serve_metrics(port: int, address: str = "0.0.0.0") -> Collector:
