@@ -183,13 +183,14 @@ def _parser() -> argparse.ArgumentParser:
         type=_bool,
         nargs="?",
         const=True,
-        default=False,
+        default=None,
         metavar="true|false",
         help="KIP-345 static membership: each stream joins the group with a group.instance.id that stays "
         "the same across restarts (BASE-STREAM; BASE: the consumer file's group.instance.id, else "
         "kmirror-HOST-SOURCE), so a restart within session.timeout.ms moves no partitions, but a stopped "
-        "instance keeps its partitions for session.timeout.ms (default false: streams leave the group one "
-        "at a time on stop and their partitions move at once; docs/deployment.md, Restarts)",
+        "instance keeps its partitions for session.timeout.ms. Default: on only for a consumer file that "
+        "sets group.instance.id; otherwise streams leave the group one at a time on stop and their "
+        "partitions move at once (docs/deployment.md, Restarts)",
     )
     run.add_argument(
         "--metrics.port",

@@ -44,8 +44,9 @@ class MirrorOptions:
     stats_interval_ms: int = 30_000
     replication_factor: int = -1
     # KIP-345 static membership (opt-in): each stream joins with a group.instance.id that stays the same
-    # across restarts; default: dynamic members that leave the group on stop (docs/deployment.md, Restarts).
-    static_membership: bool = False
+    # across restarts. None: static only when the consumer file sets group.instance.id; default: dynamic
+    # members that leave the group on stop (docs/deployment.md, Restarts).
+    static_membership: bool | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -104,12 +105,13 @@ def instance_base(source: Source) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"kmirror-{host}-{source.name}")
 
 
-def stream_consumer_settings(source: Source, index: int, *, static: bool) -> dict[str, str]:
+def stream_consumer_settings(source: Source, index: int, *, static: bool | None) -> dict[str, str]:
     """A stream's consumer settings: the source's, plus its own group.instance.id (BASE-INDEX) when
-    static membership is on; without it, no group.instance.id at all (dynamic member)."""
+    static membership is on (`static`, or None and the file sets group.instance.id); without it, no
+    group.instance.id at all (dynamic member)."""
     settings = dict(source.config.settings)
-    settings.pop("group.instance.id", None)
-    if static:
+    given = settings.pop("group.instance.id", "").strip()
+    if static or (static is None and given):
         settings["group.instance.id"] = f"{instance_base(source)}-{index}"
     return settings
 

@@ -26,7 +26,7 @@ def _no_kafka_opts(monkeypatch):
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
 
 
-def plan_for(tmp_path: Path, consumer: str, *, static: bool, streams: int = 2, name: str = "east"):
+def plan_for(tmp_path: Path, consumer: str, *, static: bool | None, streams: int = 2, name: str = "east"):
     c = tmp_path / f"{name}.properties"
     c.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\n" + consumer)
     p = tmp_path / "producer.properties"
@@ -67,6 +67,12 @@ def test_dynamic_members_drop_an_instance_id_from_the_file(tmp_path):
     assert all("group.instance.id" not in s.consumer for s in specs)
 
 
+def test_a_file_with_group_instance_id_asks_for_static_members(tmp_path):
+    specs = build_plan_specs(tmp_path, "group.instance.id=mine\n", static=None)
+    assert [s.consumer["group.instance.id"] for s in specs] == ["mine-0", "mine-1"]
+    assert all("group.instance.id" not in s.consumer for s in build_plan_specs(tmp_path, "", static=None))
+
+
 def test_static_ids_are_host_source_and_stream_and_stable(tmp_path):
     first = build_plan_specs(tmp_path, "", static=True)
     again = build_plan_specs(tmp_path, "", static=True)
@@ -92,7 +98,7 @@ def test_unassigned_warning_bound_is_twice_the_session_timeout(tmp_path):
     assert {s.unassigned_warn_s for s in specs} == {20.0}
 
 
-def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool):
+def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool | None):
     return plan_for(tmp_path, consumer, static=static).stream_specs()
 
 
