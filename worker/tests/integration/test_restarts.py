@@ -17,6 +17,7 @@ import os
 import signal
 import statistics
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -277,3 +278,60 @@ def watch_unowned(consumer: Path, group: str) -> int:
         timeout=60,
     )
     return len(json.loads(out.stdout.splitlines()[0])["unowned"])
+
+
+HUNG_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "session.timeout.ms": int(sys.argv[4]), "partition.assignment.strategy": "cooperative-sticky"})
+c.subscribe([sys.argv[3]], on_assign=lambda _c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_a_group_held_up_by_a_hung_member_is_reported_stuck(brokers, tmp_path, workers):
+    """A member that stops answering (SIGSTOP) with a long session holds up the rebalance a new stream
+    starts: the stream has no partitions while the group has some to give. It warns once, the gauges
+    show it, and it gets the partitions when the hung member's session expires."""
+    src, tgt = brokers["source"], brokers["target"]
+    topic, group, hung_session_ms = "restart-stuck", "g-stuck", 30_000
+    create_topic(src, topic, 2)
+    log = (tmp_path / "hung.log").open("w")
+    hung = subprocess.Popen(
+        [sys.executable, "-c", HUNG_MEMBER, src.bootstrap, group, topic, str(hung_session_ms)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: "assigned" in (tmp_path / "hung.log").read_text(), timeout=60, what="hung member")
+        os.kill(hung.pid, signal.SIGSTOP)
+        port = free_port()
+        consumer, producer = files(tmp_path, src, tgt, group)
+        w = Worker(
+            tmp_path,
+            run_args(
+                consumer, producer, "--whitelist", topic, "--num.streams", "1", "--metrics.port", str(port)
+            ),
+        )
+        workers.append(w)
+        w.wait_for("STUCK: no partitions for", timeout=4 * SESSION_S)
+        assert w.log().count("STUCK") == 1
+        gauges = scrape(port)
+        assert gauges['kmirror_assigned_partitions{source="consumer",stream="0"}'] == 0
+        assert gauges['kmirror_unassigned_seconds{source="consumer",stream="0"}'] >= 2 * SESSION_S - 2
+        # The hung member's session expires; the group moves on and the stream says so.
+        w.wait_for("has partitions again", timeout=hung_session_ms / 1000 + 5 * SESSION_S)
+        wait_until(
+            lambda: scrape(port).get('kmirror_assigned_partitions{source="consumer",stream="0"}') == 2,
+            timeout=10,
+            what="the assigned-partitions gauge",
+        )
+        assert scrape(port)['kmirror_unassigned_seconds{source="consumer",stream="0"}'] == 0
+        assert w.log().count("STUCK") == 1
+        assert w.stop() == 0
+    finally:
+        hung.kill()
+        hung.wait(10)
+        log.close()
