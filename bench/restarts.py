@@ -1,7 +1,8 @@
 """What a clean restart of a two-stream `kmirror run` instance costs, for each way its streams can leave.
 
-Contenders (each its own topic and group on one embedded source cluster, live traffic on all of them,
-the rounds interleaved A B C A B C ... so that load on the shared machine hits each alike):
+Contenders (each with its own embedded source and target cluster: a stalled group on the test broker
+also slows the broker's produce path; live traffic on all of them; the rounds interleaved A B C A B C
+... so that load on the shared machine hits each alike):
 
 * one at a time: kmirror's default (dynamic members; on SIGTERM the supervisor stops one stream, waits
   until its sibling took over its partitions, then stops the next).
@@ -57,7 +58,12 @@ class Traffic(threading.Thread):
         while not self.stop.is_set():
             for t in self.topics:
                 for part in range(PARTITIONS):
-                    p.produce(t, b"%d" % i, b"k%d" % i, part)
+                    while not self.stop.is_set():
+                        try:
+                            p.produce(t, b"%d" % i, b"k%d" % i, part)
+                            break
+                        except BufferError:  # the broker is slow: wait, never give up
+                            p.poll(0.1)
             p.poll(0)
             i += 1
             time.sleep(0.01)
@@ -114,9 +120,42 @@ class Instance:
         self.proc.wait(120)
 
     def kill(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def run_rounds(
+    a: argparse.Namespace,
+    *,
+    inst: dict[str, Instance],
+    tgts: dict[str, Cluster],
+    names: dict[str, str],
+    took: dict[str, list[float]],
+    stalls: dict[str, int],
+) -> None:
+    for c, i in inst.items():
+        i.start()
+        if flowing_after(tgts[c], names[c], time.monotonic(), 120) is None:
+            raise SystemExit(f"{c}: never started flowing")
+    for r in range(a.rounds):
+        for c, i in inst.items():
+            i.stop(all_at_once=c == "all at once")
+            start = time.monotonic()
+            i.start()
+            s = flowing_after(tgts[c], names[c], start, a.stall_after)
+            if s is None:
+                stalls[c] += 1
+                s = a.stall_after  # a stalled round counts as the limit
+                for _ in range(5):  # kill -9 every process and start again until the group works
+                    i.kill()
+                    i.start()
+                    if flowing_after(tgts[c], names[c], time.monotonic(), a.stall_after) is not None:
+                        break
+                else:
+                    raise SystemExit(f"{c}: the group did not recover")
+            took[c].append(s)
+            print(f"round {r}: {c}: {s:.1f} s", flush=True)
 
 
 def main() -> int:
@@ -129,36 +168,26 @@ def main() -> int:
     took: dict[str, list[float]] = {c: [] for c in CONTENDERS}
     stalls: dict[str, int] = dict.fromkeys(CONTENDERS, 0)
     load = [os.getloadavg()[0]]
-    with tempfile.TemporaryDirectory() as tmp, clusters("source", "target", log_dir=Path(tmp)) as cl:
-        src, tgt = cl["source"], cl["target"]
-        admin = AdminClient({"bootstrap.servers": src.bootstrap})
-        for f in admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names.values()]).values():
-            f.result()
-        traffic = Traffic(src, list(names.values()))
-        traffic.start()
-        inst = {c: Instance(Path(tmp), names[c], src, tgt, CONTENDERS[c]) for c in CONTENDERS}
-        for c, i in inst.items():
-            i.start()
-            if flowing_after(tgt, names[c], time.monotonic(), 120) is None:
-                raise SystemExit(f"{c}: never started flowing")
-        for r in range(a.rounds):
-            for c, i in inst.items():
-                i.stop(all_at_once=c == "all at once")
-                start = time.monotonic()
-                i.start()
-                s = flowing_after(tgt, names[c], start, a.stall_after)
-                while s is None:
-                    stalls[c] += 1
-                    i.kill()
-                    i.start()
-                    s = flowing_after(tgt, names[c], time.monotonic(), a.stall_after)
-                    s = None if s is None else a.stall_after  # a stalled round counts as the limit
-                took[c].append(s)
-                print(f"round {r}: {c}: {s:.1f} s", flush=True)
-        for i in inst.values():
-            i.stop(all_at_once=False)
-        traffic.stop.set()
-        traffic.join(60)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwind: brokers and instances are stopped
+    cluster_names = [f"{kind}{n}" for n in range(len(CONTENDERS)) for kind in ("source", "target")]
+    with tempfile.TemporaryDirectory() as tmp, clusters(*cluster_names, log_dir=Path(tmp)) as cl:
+        src = {c: cl[f"source{n}"] for n, c in enumerate(CONTENDERS)}
+        tgts = {c: cl[f"target{n}"] for n, c in enumerate(CONTENDERS)}
+        traffic = []
+        for c in CONTENDERS:
+            admin = AdminClient({"bootstrap.servers": src[c].bootstrap})
+            admin.create_topics([NewTopic(names[c], PARTITIONS, 1)])[names[c]].result()
+            traffic.append(Traffic(src[c], [names[c]]))
+            traffic[-1].start()
+        inst = {c: Instance(Path(tmp), names[c], src[c], tgts[c], CONTENDERS[c]) for c in CONTENDERS}
+        try:
+            run_rounds(a, inst=inst, tgts=tgts, names=names, took=took, stalls=stalls)
+        finally:
+            for i in inst.values():
+                i.kill()
+            for t in traffic:
+                t.stop.set()
+                t.join(60)
     load.append(os.getloadavg()[0])
     rows = [
         f"| {c} | {len(v)} | {statistics.median(v):.1f} | {max(v):.1f} | {stalls[c]} |"
