@@ -193,7 +193,8 @@ def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None =
 
 class _OneAtATime:
     """Stops the streams in turn: the next once the running streams of the stopped one's source counted
-    a rebalance since it exited (they took over its partitions), or session.timeout.ms passed."""
+    a rebalance since it was told to stop (they took over its partitions), or session.timeout.ms after
+    it exited."""
 
     def __init__(
         self, specs: list[StreamSpec], procs: list[BaseProcess], counters: list[Synchronized[int]]
@@ -202,14 +203,15 @@ class _OneAtATime:
         self.todo = list(range(len(procs)))
         self.current: int | None = None
         self.baseline: dict[int, int] = {}
-        self.deadline = 0.0
+        self.deadline: float | None = None
 
     def step(self) -> None:
         if self.current is not None:
             if self.procs[self.current].exitcode is None:
                 return  # still flushing and committing
-            if not self.baseline:
-                self._await_rebalance()
+            if self.deadline is None:
+                # unassigned_warn_s is twice session.timeout.ms: a rebalance that waits longer is not coming.
+                self.deadline = time.monotonic() + self.specs[self.current].unassigned_warn_s / 2
             waiting = [
                 i for i, seen in self.baseline.items() if self._alive(i) and self.counters[i].value <= seen
             ]
@@ -219,21 +221,17 @@ class _OneAtATime:
         while self.todo:
             i = self.todo.pop(0)
             if self._alive(i) and self.procs[i].pid is not None:
-                self.current = i
-                self.baseline = {}
+                # The siblings' counts before the stream leaves: the rebalance its leaving starts may end
+                # before its process has exited.
+                source = self.specs[i].source
+                self.baseline = {
+                    j: self.counters[j].value
+                    for j in self.todo
+                    if self.specs[j].source == source and self._alive(j)
+                }
+                self.current, self.deadline = i, None
                 os.kill(self.procs[i].pid, signal.SIGTERM)  # type: ignore[arg-type]
                 return
-
-    def _await_rebalance(self) -> None:
-        assert self.current is not None
-        source = self.specs[self.current].source
-        self.baseline = {
-            i: self.counters[i].value for i in self.todo if self.specs[i].source == source and self._alive(i)
-        }
-        # unassigned_warn_s is twice session.timeout.ms: a rebalance that waits longer is not coming.
-        self.deadline = time.monotonic() + self.specs[self.current].unassigned_warn_s / 2
-        if not self.baseline:
-            self.baseline = {-1: 0}  # nothing to wait for
 
     def _alive(self, i: int) -> bool:
         return 0 <= i < len(self.procs) and self.procs[i].exitcode is None
