@@ -97,7 +97,7 @@ class Instance:
             f"bootstrap.servers={src.bootstrap}\ngroup.id=bench-{name}\n"
             f"session.timeout.ms={SESSION_MS}\nheartbeat.interval.ms=1000\n"
         )
-        self.producer = work / "producer.properties"
+        self.producer = work / f"{name}-producer.properties"
         self.producer.write_text(f"bootstrap.servers={tgt.bootstrap}\n")
         self.name, self.extra, self.work = name, extra, work
         self.proc: subprocess.Popen[bytes] | None = None
