@@ -212,7 +212,8 @@ def main() -> int:
             "",
             "Reproduce: `flock /tmp/kmirror-bench.lock .venv/bin/python bench/restarts.py --write "
             "docs/benchmarks.md`. The other restart paths (crash, takeover, removal) are measured by "
-            "`.venv/bin/pytest -s worker/tests/integration/test_restarts.py` (lines `RESTART ...`, below).",
+            "`.venv/bin/pytest -s worker/tests/integration/test_restarts.py` (lines `RESTART ...`; "
+            "section Restart paths).",
             end,
             "",
         ]
