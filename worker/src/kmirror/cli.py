@@ -186,6 +186,21 @@ def _parser() -> argparse.ArgumentParser:
         help="replication factor of destination topics kmirror creates (default: the target's)",
     )
     run.add_argument(
+        "--static.membership",
+        dest="static_membership",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="true|false",
+        help="KIP-345 static membership: each stream joins the group with a group.instance.id that stays "
+        "the same across restarts (BASE-STREAM; BASE: the consumer file's group.instance.id, else "
+        "kmirror-HOST-SOURCE), so a restart within session.timeout.ms moves no partitions, but a stopped "
+        "instance keeps its partitions for session.timeout.ms. Default: on only for a consumer file that "
+        "sets group.instance.id; otherwise streams leave the group one at a time on stop and their "
+        "partitions move at once (docs/deployment.md, Restarts)",
+    )
+    run.add_argument(
         "--metrics.port",
         dest="metrics_port",
         type=int,
@@ -255,6 +270,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         topic_refresh_interval_ms=a.refresh_ms,
         stats_interval_ms=a.stats_ms,
         replication_factor=a.replication_factor,
+        static_membership=a.static_membership,
     )
 
 

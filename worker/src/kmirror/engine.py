@@ -45,7 +45,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from kmirror import metrics, topics
+from kmirror import health, metrics, topics
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError, SendFailure
 from kmirror.filters import TopicFilter
@@ -70,6 +70,8 @@ class StreamSpec:
     stats_interval_ms: int = 30_000
     shutdown_timeout_s: float = 30.0
     replication_factor: int = -1
+    # Seconds without partitions, while the group has partitions to give, before the stream warns.
+    unassigned_warn_s: float = 90.0
 
     @property
     def label(self) -> str:
@@ -140,6 +142,12 @@ class Stream:
         self.clean = False  # stopped with everything read acknowledged and committed
         self._target_log = logging.getLogger("kmirror.librdkafka.producer")
         self._target_log.addFilter(_TargetNoise(self))
+        # Group membership: the partitions this stream owns now, and since when it has owned none.
+        self._assigned: set[tuple[str, int]] = set()
+        self._unassigned_since = time.monotonic()
+        self._stuck_checked = 0.0
+        self._stuck_warned = False
+        self.on_rebalanced: Callable[[], None] | None = None  # told after each assignment (the runner)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -256,6 +264,8 @@ class Stream:
             if now >= next_stats:
                 self._log_stats()
                 next_stats = now + stats_every
+            if not self._assigned and now - self._unassigned_since >= spec.unassigned_warn_s:
+                self._check_stuck(now)
             if self._report is not None and now >= next_report:
                 self._report(self.snapshot())
                 next_report = now + REPORT_INTERVAL_S
@@ -437,7 +447,15 @@ class Stream:
     def _message_error(self, m: Message) -> None:
         err = m.error()
         if err.fatal():
-            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}")
+            hint = ""
+            if "group.instance.id" in err.str() or "fenced" in err.str().lower():
+                c = self.spec.consumer
+                hint = (
+                    f" (another consumer of group {c.get('group.id')} uses group.instance.id "
+                    f"{c.get('group.instance.id')}: give each kmirror instance its own "
+                    "group.instance.id in its consumer file, or run it on its own host)"
+                )
+            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}{hint}")
         log.warning("%s: consumer: %s", self.spec.label, err.str())
 
     # ------------------------------------------------------------------ commit points
@@ -500,24 +518,73 @@ class Stream:
             self._committed[(tp.topic, tp.partition)] = tp.offset
         self.snap.commits += 1
 
+    # Rebalance callbacks. With cooperative-sticky (the default) they are incremental: on_assign gets the
+    # partitions added, on_revoke and on_lost only those taken away (librdkafka then calls
+    # incremental_assign/unassign itself); with an eager assignor (range) they get the whole set.
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: assigned %s", self.spec.label, _show(partitions))
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        self._place_grown(consumer, partitions)
+        if self._assigned and self._stuck_warned:
+            log.info("%s: has partitions again", self.spec.label)
+        self._stuck_warned = False
+        if self.on_rebalanced is not None:
+            self.on_rebalanced()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Still the owner: flush, commit the revoked partitions' positions (only those), let go."""
         log.info("%s: revoked %s", self.spec.label, _show(partitions))
         self._commit_positions(partitions)
-        for tp in partitions:
-            self._committed.pop((tp.topic, tp.partition), None)
+        self._release(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """No longer the owner (session expired, fenced): another member may own them already, so no
+        commit; what was read since the last commit is mirrored again by the new owner."""
         log.warning(
             "%s: lost %s (left the group); their records since the last commit will be mirrored again "
             "by the new owner",
             self.spec.label,
             _show(partitions),
         )
+        self._release(partitions)
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self._committed.pop((tp.topic, tp.partition), None)
+            self._assigned.discard((tp.topic, tp.partition))
+        if not self._assigned:
+            self._unassigned_since = time.monotonic()
+
+    def _check_stuck(self, now: float) -> None:
+        """No partitions for unassigned_warn_s: ask the group whether it has partitions to give (once per
+        unassigned_warn_s) and say so once, clearly, if it does."""
+        if self._stuck_warned or now - self._stuck_checked < self.spec.unassigned_warn_s:
+            return
+        self._stuck_checked = now
+        group = self.spec.consumer.get("group.id", "")
+        total = sum(self._selected.values())
+        try:
+            futures = self._source_admin.describe_consumer_groups([group], request_timeout=10)
+            described = futures[group].result()
+        except Exception as exc:  # the check is advice: never let it stop the mirror
+            log.debug("%s: could not describe group %s: %s", self.spec.label, group, exc)
+            return
+        owned = [
+            [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+            for m in described.members or []
+        ]
+        why = health.partitions_to_give(described.state.name, owned, total) if total else None
+        if why is None:
+            return
+        self._stuck_warned = True
+        log.warning(
+            "%s: STUCK: no partitions for %.0f s while group %s has partitions to give (%s); a restart of "
+            "every member of the group clears it (docs/deployment.md, Restarts)",
+            self.spec.label,
+            now - self._unassigned_since,
+            group,
+            why,
+        )
 
     # ------------------------------------------------------------------ topics
 
@@ -537,6 +604,17 @@ class Stream:
         if self._config_sync is None:
             self._config_sync = topics.ConfigSync(self._source_admin, self._target_admin, self.spec.label)
         self._config_sync.run(self._selected)
+
+    def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group gave this stream a partition its last topic refresh did not know (a sibling saw the
+        source topic grow first): place that topic now, before any of its records is produced, so they
+        go to the added target partition or by key hash, never to a partition the target lacks."""
+        grown = {tp.topic for tp in partitions if tp.partition >= self._selected.get(tp.topic, 1 << 31)}
+        if not grown:
+            return
+        md = consumer.list_topics(timeout=10)
+        counts = {t: len(md.topics[t].partitions) for t in grown if t in md.topics}
+        self._place_topics({**self._selected, **counts})
 
     def _place_topics(self, selected: dict[str, int]) -> None:
         """Destination topics for the selected source topics: created, grown, or routed by key hash."""
@@ -623,6 +701,8 @@ class Stream:
         snap.queue_depth = sum(d for _, d in self._producer_stats.values())
         since = self._blocked_since
         snap.blocked_seconds = 0.0 if since is None else time.monotonic() - since
+        snap.assigned_partitions = len(self._assigned)
+        snap.unassigned_seconds = 0.0 if self._assigned else time.monotonic() - self._unassigned_since
         snap.taken = time.time()
         return copy.deepcopy(snap)
 

@@ -87,8 +87,9 @@ def _group_state(admin_conf: Mapping[str, str], group: str, timeout: float) -> t
 
 def sample(
     admin_conf: Mapping[str, str], group: str, topics: Sequence[str] | None, timeout: float
-) -> tuple[list[lag.PartitionLag], dict[tuple[str, int], health.Sample], str]:
-    """One reading of the group: its lag rows, one health sample per partition, and its state.
+) -> tuple[list[lag.PartitionLag], dict[tuple[str, int], health.Sample], str, list[tuple[str, int]]]:
+    """One reading of the group: its lag rows, one health sample per partition, its state, and the
+    partitions no member owns (:func:`kmirror.health.unowned`).
 
     A partition counts as consumed when a member owns it; brokers that list no members (the test
     broker) only tell whether the group has live members, which then stands for every partition."""
@@ -107,7 +108,8 @@ def sample(
         )
         for r in rows
     }
-    return rows, samples, state
+    unowned = health.unowned(state, listed, {(r.topic, r.partition): r.owner for r in rows})
+    return rows, samples, state, unowned
 
 
 def _one_line(text: str) -> str:
@@ -143,6 +145,8 @@ def evaluation(
     state: str,
     window: health.Window,
     now: float,
+    *,
+    unowned: Sequence[tuple[str, int]] = (),
 ) -> dict[str, object]:
     """The watch result of one sample: group status, worst partition, and every partition."""
     parts = window.evaluate(now)
@@ -159,6 +163,7 @@ def evaluation(
         "exit_code": health.exit_code(status),
         "total_lag": lag.total(rows),
         "complete": round(min((p.complete for p in parts.values()), default=0.0), 3),
+        "unowned": [{"topic": t, "partition": p} for t, p in unowned],
         "partitions": [{**by_key[k].as_dict(), **parts[k].as_dict()} for k in sorted(parts) if k in by_key],
     }
 
@@ -180,6 +185,10 @@ def _print_evaluation(result: Mapping[str, object], rows: Sequence[lag.Partition
     for p in parts:
         if p["status"] != "OK":
             print(f"  {p['topic']}/{p['partition']}: {p['status']}: {p['reason']}")
+    unowned: list[dict[str, object]] = result["unowned"]  # type: ignore[assignment]
+    if unowned:
+        names = ", ".join(f"{u['topic']}/{u['partition']}" for u in unowned)
+        print(f"  {len(unowned)} partitions no member owns: {names}")
     print(flush=True)
 
 
@@ -264,7 +273,7 @@ def cmd_lag(a: argparse.Namespace) -> int:
     conf = _settings(a)
     topics = _topics(a)
     if not a.watch:
-        rows, _, state = sample(conf, a.group, topics, a.timeout)
+        rows, _, state, _ = sample(conf, a.group, topics, a.timeout)
         if not rows and topics:
             raise LagError(f"no topic {', '.join(topics)} on {conf.get('bootstrap.servers')}")
         if not rows:
@@ -284,13 +293,13 @@ def cmd_lag(a: argparse.Namespace) -> int:
             next_at = time.monotonic() + a.interval
             taken += 1
             try:
-                rows, samples, state = sample(conf, a.group, topics, a.timeout)
+                rows, samples, state, unowned = sample(conf, a.group, topics, a.timeout)
             except LagError as exc:
                 print(f"kmirror lag: error: {exc}", file=sys.stderr, flush=True)
                 code = health.EXIT_UNKNOWN
                 continue
             window.add(samples)
-            result = evaluation(a.group, rows, state, window, time.time())
+            result = evaluation(a.group, rows, state, window, time.time(), unowned=unowned)
             code = int(result["exit_code"])  # type: ignore[call-overload]
             _print_evaluation(result, rows, a.json)
             _save_state(a, window)

@@ -48,6 +48,8 @@ class Snapshot:
     partition_lag: dict[tuple[str, int], int] = field(default_factory=dict)
     partition_mismatch: dict[str, int] = field(default_factory=dict)  # topic -> source minus target count
     latency: Latency = field(default_factory=Latency)
+    assigned_partitions: int = 0  # partitions the group gave this stream
+    unassigned_seconds: float = 0.0  # how long it has had none (0 while it has some)
     taken: float = field(default_factory=time.time)
 
 
@@ -118,6 +120,19 @@ class Collector(_Collector):
             "0 while the target acknowledges",
             labels=labels,
         )
+        assigned = GaugeMetricFamily(
+            "kmirror_assigned_partitions", "Source partitions the group gave this stream", labels=labels
+        )
+        unassigned = GaugeMetricFamily(
+            "kmirror_unassigned_seconds",
+            "Seconds this stream has had no partitions (0 while it has some)",
+            labels=labels,
+        )
+        for s in snaps:
+            assigned.add_metric([s.source, str(s.stream)], s.assigned_partitions)
+            unassigned.add_metric([s.source, str(s.stream)], round(s.unassigned_seconds, 1))
+        yield assigned
+        yield unassigned
         for s in snaps:
             queue.add_metric([s.source, str(s.stream)], s.queue_depth)
             blocked.add_metric([s.source, str(s.stream)], s.blocked_seconds)

@@ -7,6 +7,8 @@ starts with a complete, safe configuration or does not start at all.
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,8 @@ MAX_BATCH = 1_000
 # connection's round trips bound a stream's write rate; two connections nearly doubled it for 1 KB
 # records in docs/benchmarks.md (more did not pay for small records).
 DEFAULT_NUM_PRODUCERS = 2
+# librdkafka's session.timeout.ms default: how long the group keeps a static member's partitions for it.
+DEFAULT_SESSION_TIMEOUT_MS = 45_000
 
 
 @dataclass
@@ -40,6 +44,10 @@ class MirrorOptions:
     topic_refresh_interval_ms: int = 30_000
     stats_interval_ms: int = 30_000
     replication_factor: int = -1
+    # KIP-345 static membership (opt-in): each stream joins with a group.instance.id that stays the same
+    # across restarts. None: static only when the consumer file sets group.instance.id; default: dynamic
+    # members that leave the group on stop (docs/deployment.md, Restarts).
+    static_membership: bool | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -67,7 +75,7 @@ class MirrorPlan:
             StreamSpec(
                 source=s.name,
                 index=i,
-                consumer=dict(s.config.settings),
+                consumer=stream_consumer_settings(s, i, static=o.static_membership),
                 producer=dict(self.producer.settings),
                 topic_filter=s.topic_filter,
                 batch_size=batch,
@@ -77,6 +85,7 @@ class MirrorPlan:
                 topic_refresh_ms=o.topic_refresh_interval_ms,
                 stats_interval_ms=o.stats_interval_ms,
                 replication_factor=o.replication_factor,
+                unassigned_warn_s=unassigned_warn_s(s.config.settings),
             )
             for s in self.sources
             for i in range(self.streams_per_source)
@@ -85,6 +94,37 @@ class MirrorPlan:
     @property
     def producer_queue_size(self) -> int:
         return int(self.producer.settings["queue.buffering.max.messages"])
+
+
+def instance_base(source: Source) -> str:
+    """The stable part of a source's group.instance.id: the file's group.instance.id, or
+    kmirror-HOST-SOURCE (host name and the source's name, both stable across restarts)."""
+    given = source.config.settings.get("group.instance.id", "").strip()
+    if given:
+        return given
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"kmirror-{host}-{source.name}")
+
+
+def stream_consumer_settings(source: Source, index: int, *, static: bool | None) -> dict[str, str]:
+    """A stream's consumer settings: the source's, plus its own group.instance.id (BASE-INDEX) when
+    static membership is on (`static`, or None and the file sets group.instance.id); without it, no
+    group.instance.id at all (dynamic member)."""
+    settings = dict(source.config.settings)
+    given = settings.pop("group.instance.id", "").strip()
+    if static or (static is None and given):
+        settings["group.instance.id"] = f"{instance_base(source)}-{index}"
+    return settings
+
+
+def unassigned_warn_s(consumer: dict[str, str]) -> float:
+    """How long a stream may be without partitions before it warns that the group seems stuck:
+    twice session.timeout.ms (a join that waits for a dead member ends within one session timeout)."""
+    try:
+        session_ms = int(consumer.get("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
+    except ValueError:
+        session_ms = DEFAULT_SESSION_TIMEOUT_MS
+    return 2 * session_ms / 1000
 
 
 def source_names(paths: list[str]) -> list[str]:

@@ -4,6 +4,12 @@ Processes, not threads, so that the per-record Python work of each stream has a 
 The supervisor forwards SIGTERM/SIGINT (each stream flushes, commits and exits 0), and when one
 stream fails it stops the others (they commit what the target acknowledged) and exits with the
 failed stream's code, so a service manager restarts the whole mirror.
+
+On SIGTERM/SIGINT the streams leave their group one at a time: the next one is stopped once the
+others of its source went through the rebalance that the previous one's leaving started (or after
+session.timeout.ms). Members that leave a group together while it rebalances are what the test broker
+mishandles (docs/testing.md), and one at a time the partitions of a stopping stream keep being
+mirrored by its siblings until the last one leaves. A second signal stops every stream at once.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
+from multiprocessing.sharedctypes import Synchronized
 from types import FrameType
 
 from confluent_kafka import KafkaException
@@ -42,9 +51,18 @@ def setup_logging(level: str) -> None:
     logging.getLogger("kmirror.librdkafka").setLevel(logging.WARNING)
 
 
-def run_stream(spec: StreamSpec, report: Callable[[Snapshot], None] | None = None) -> int:
-    """Run one stream until it is stopped by a signal; return the process exit code."""
+def run_stream(
+    spec: StreamSpec,
+    report: Callable[[Snapshot], None] | None = None,
+    rebalances: Callable[[], None] | None = None,
+    *,
+    interrupt: bool = True,
+) -> int:
+    """Run one stream until it is stopped by a signal; return the process exit code. `rebalances` is
+    called after each rebalance that gave the stream its (incremental) assignment. `interrupt`: SIGINT
+    stops it too (False in a stream process: Ctrl-C reaches the supervisor, which stops them in turn)."""
     stream = Stream(spec, report=report)
+    stream.on_rebalanced = rebalances
 
     def stop(signum: int, frame: FrameType | None) -> None:
         log.info(
@@ -55,7 +73,7 @@ def run_stream(spec: StreamSpec, report: Callable[[Snapshot], None] | None = Non
         stream.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGINT, stop if interrupt else signal.SIG_IGN)
     try:
         stream.run()
     except KmirrorError as exc:
@@ -89,10 +107,17 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _child(spec: StreamSpec, level: str, parent: int, reports: Queue[Snapshot] | None) -> None:
+def _child(
+    spec: StreamSpec, level: str, parent: int, reports: Queue[Snapshot] | None, rebalances: Synchronized[int]
+) -> None:
     setup_logging(level)
     _die_with_parent(parent)
-    sys.exit(run_stream(spec, reports.put if reports is not None else None))
+
+    def count() -> None:
+        with rebalances.get_lock():
+            rebalances.value += 1
+
+    sys.exit(run_stream(spec, reports.put if reports is not None else None, count, interrupt=False))
 
 
 def serve_metrics(port: int, address: str = "0.0.0.0") -> Collector:
@@ -118,11 +143,13 @@ def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None =
     reports: Queue[Snapshot] | None = ctx.Queue() if collector else None
     if reports is not None and collector is not None:
         threading.Thread(target=_pump, args=(reports, collector), daemon=True, name="metrics").start()
+    counters: list[Synchronized[int]] = [ctx.Value("i", 0) for _ in specs]
     procs = [
-        ctx.Process(target=_child, args=(s, level, os.getpid(), reports), name=f"stream-{s.label}")
-        for s in specs
+        ctx.Process(target=_child, args=(s, level, os.getpid(), reports, c), name=f"stream-{s.label}")
+        for s, c in zip(specs, counters, strict=True)
     ]
     stopping = False
+    in_turn: _OneAtATime | None = None
 
     def stop_all() -> None:
         for p in procs:
@@ -130,11 +157,17 @@ def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None =
                 os.kill(p.pid, signal.SIGTERM)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        if not stopping:
-            log.info("%s received: stopping %d streams", signal.Signals(signum).name, len(procs))
-        stopping = True
-        stop_all()
+        nonlocal stopping, in_turn
+        name = signal.Signals(signum).name
+        if in_turn is None and not stopping:
+            log.info("%s received: the %d streams leave the group one at a time", name, len(procs))
+            stopping = True
+            in_turn = _OneAtATime(specs, procs, counters)
+            in_turn.step()
+        else:
+            log.info("%s received again: stopping every stream now", name)
+            stopping = True
+            stop_all()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -143,11 +176,16 @@ def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None =
     rc = EXIT_OK
     live = list(procs)
     while live:
-        for sentinel in multiprocessing.connection.wait([p.sentinel for p in live], timeout=1.0):
+        if in_turn is not None:
+            in_turn.step()
+        for sentinel in multiprocessing.connection.wait([p.sentinel for p in live], timeout=0.2):
             p = next(p for p in live if p.sentinel == sentinel)
             p.join()
             live.remove(p)
             code = p.exitcode if p.exitcode is not None else EXIT_ERROR
+            if stopping and code == -signal.SIGTERM:
+                # Stopped before it installed its handler, i.e. before it read anything: nothing to commit.
+                code = EXIT_OK
             if code != EXIT_OK or not stopping:
                 log.error(
                     "%s exited with code %s%s",
@@ -161,3 +199,49 @@ def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None =
                     stopping = True
                     stop_all()
     return rc
+
+
+class _OneAtATime:
+    """Stops the streams in turn: the next once the running streams of the stopped one's source counted
+    a rebalance since it was told to stop (they took over its partitions), or session.timeout.ms after
+    it exited."""
+
+    def __init__(
+        self, specs: list[StreamSpec], procs: list[BaseProcess], counters: list[Synchronized[int]]
+    ) -> None:
+        self.specs, self.procs, self.counters = specs, procs, counters
+        self.todo = list(range(len(procs)))
+        self.current: int | None = None
+        self.baseline: dict[int, int] = {}
+        self.deadline: float | None = None
+
+    def step(self) -> None:
+        if self.current is not None:
+            if self.procs[self.current].exitcode is None:
+                return  # still flushing and committing
+            if self.deadline is None:
+                # unassigned_warn_s is twice session.timeout.ms: a rebalance that waits longer is not coming.
+                self.deadline = time.monotonic() + self.specs[self.current].unassigned_warn_s / 2
+            waiting = [
+                i for i, seen in self.baseline.items() if self._alive(i) and self.counters[i].value <= seen
+            ]
+            if waiting and time.monotonic() < self.deadline:
+                return
+            self.current = None
+        while self.todo:
+            i = self.todo.pop(0)
+            if self._alive(i) and self.procs[i].pid is not None:
+                # The siblings' counts before the stream leaves: the rebalance its leaving starts may end
+                # before its process has exited.
+                source = self.specs[i].source
+                self.baseline = {
+                    j: self.counters[j].value
+                    for j in self.todo
+                    if self.specs[j].source == source and self._alive(j)
+                }
+                self.current, self.deadline = i, None
+                os.kill(self.procs[i].pid, signal.SIGTERM)  # type: ignore[arg-type]
+                return
+
+    def _alive(self, i: int) -> bool:
+        return 0 <= i < len(self.procs) and self.procs[i].exitcode is None

@@ -94,8 +94,9 @@ REQUIRED: dict[Role, tuple[Requirement, ...]] = {
 }
 
 DEFAULTS: dict[Role, dict[str, str]] = {
-    # A new mirror group copies what already exists: a mirror is a replica.
-    "consumer": {"auto.offset.reset": "earliest"},
+    # A new mirror group copies what already exists: a mirror is a replica. Incremental rebalances: a
+    # member that joins or leaves moves only the partitions that must move, the others keep mirroring.
+    "consumer": {"auto.offset.reset": "earliest", "partition.assignment.strategy": "cooperative-sticky"},
     "producer": {"linger.ms": "5"},
 }
 

@@ -170,7 +170,7 @@ def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
     seen = []
 
     def evaluate():
-        rows, samples, state = lagcheck.sample(conf, "scripted", None, 10)
+        rows, samples, state, _ = lagcheck.sample(conf, "scripted", None, 10)
         window.add(samples)
         result = lagcheck.evaluation("scripted", rows, state, window, time.time())
         seen.append((result["status"], result["worst"]))

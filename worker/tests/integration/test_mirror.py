@@ -60,8 +60,15 @@ def java_partition(key: bytes, partitions: int) -> int:
 
 
 def last_assignment(w: Worker) -> list[str]:
-    lines = [line for line in w.log().splitlines() if ": assigned " in line]
-    return lines[-1].split(": assigned ", 1)[1].split(", ") if lines else []
+    """The partitions the worker owns now, sorted. Rebalances are incremental (cooperative-sticky): each
+    "assigned" line adds partitions, each "revoked" or "lost" line takes some away."""
+    owned: set[str] = set()
+    for line in w.log().splitlines():
+        for verb in (": assigned ", ": revoked ", ": lost "):
+            if verb in line:
+                named = {p for p in line.split(verb, 1)[1].split(" (", 1)[0].split(", ") if p != "nothing"}
+                owned = owned | named if verb == ": assigned " else owned - named
+    return sorted(owned)
 
 
 def test_murmur2_matches_java_reference_values():

@@ -1,0 +1,337 @@
+"""Restarts always resume: every way a `kmirror run` instance stops and comes back, looped 10 times.
+
+Each test keeps records flowing into the source the whole time, stops and restarts (or kills) workers
+RUNS times, measures the seconds from the (re)start or kill until records flow again on every
+partition, asserts that bound each time, and at the end reads the target back: nothing missing, order
+kept per partition. The measured seconds are printed (``-s``) and collected in docs/benchmarks.md.
+
+Workers use the defaults: dynamic members, cooperative-sticky, and streams that leave the group one
+at a time on SIGTERM (the test broker's group coordinator stalls when several members leave at once
+while it rebalances: docs/testing.md). The clean restart is also looped with --static.membership.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from conftest import (
+    KMIRROR,
+    LiveTraffic,
+    Worker,
+    assert_mirrored,
+    consumer_file,
+    create_topic,
+    producer_file,
+    read_all,
+    run_args,
+    topic_partitions,
+    wait_until,
+)
+
+from kmirror.embedded import Cluster, clusters, free_port
+
+RUNS = int(os.environ.get("KMIRROR_RESTART_RUNS", "10"))
+SESSION_S = 6.0  # session.timeout.ms of the test consumer files (conftest.TEST_CONSUMER_EXTRA)
+# Seconds from the (re)start, kill or stop until records flow again on every partition. The test broker
+# holds every JoinGroup for at least session.timeout.ms/2, so one rebalance costs >= 3 s here.
+# Clean restart: the old members left, the new ones join (one rebalance, plus the process start).
+# Crash: the dead members stay in the group until their session expires, then one rebalance.
+# Takeover: the dead member's session expires, then one rebalance. Removal: it left, one rebalance.
+RESTART_BOUND_S = 5 * SESSION_S
+CRASH_BOUND_S = 5 * SESSION_S
+TAKEOVER_BOUND_S = 5 * SESSION_S
+REMOVAL_BOUND_S = 2.5 * SESSION_S
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+    """One source and one target cluster for the whole module: each test has its own topic and group."""
+    with clusters("source", "target", log_dir=tmp_path_factory.mktemp("brokers")) as c:
+        yield c
+
+
+def ends(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
+    """End offsets of the topic's partitions (-1 while the topic does not exist yet)."""
+    if topic not in topic_partitions(cluster):
+        return dict.fromkeys(range(partitions), -1)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-ends"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        }
+    finally:
+        c.close()
+
+
+def seconds_until_flowing(
+    cluster: Cluster, topic: str, partitions: int, since: float, bound: float, what: str
+) -> float:
+    """Seconds from `since` (monotonic) until every target partition grew past its end at call time."""
+    before = ends(cluster, topic, partitions)
+    deadline = since + bound
+    while True:
+        now = ends(cluster, topic, partitions)
+        if all(now[p] > max(before[p], 0) for p in range(partitions)):
+            return time.monotonic() - since
+        if time.monotonic() > deadline:
+            stalled = [p for p in range(partitions) if now[p] <= before[p]]
+            raise AssertionError(f"{what}: partitions {stalled} of {topic} not flowing within {bound:.0f} s")
+        time.sleep(0.2)
+
+
+def report(name: str, seconds: list[float]) -> None:
+    print(
+        f"\nRESTART {name}: runs={len(seconds)} median={statistics.median(seconds):.1f}s "
+        f"max={max(seconds):.1f}s all={json.dumps([round(s, 1) for s in seconds])}"
+    )
+
+
+def files(
+    tmp_path: Path, src: Cluster, tgt: Cluster, group: str, name: str = "consumer"
+) -> tuple[Path, Path]:
+    return (
+        consumer_file(tmp_path, src, group=group, name=f"{name}.properties"),
+        producer_file(tmp_path, tgt),
+    )
+
+
+def check_nothing_missing(tgt: Cluster, topic: str, traffic: LiveTraffic) -> None:
+    sent = traffic.stop()
+    assert len(sent) > 1000
+    assert_mirrored(sent, read_all(tgt, [topic], len(sent), timeout=120))
+
+
+@pytest.mark.parametrize("membership", ["dynamic", "static"])
+def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, workers, membership):
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts = f"restart-clean-{membership}", 4
+    create_topic(src, topic, parts)
+    args = run_args(
+        *files(tmp_path, src, tgt, f"g-clean-{membership}"),
+        "--whitelist",
+        topic,
+        "--num.streams",
+        "2",
+        f"--static.membership={'true' if membership == 'static' else 'false'}",
+    )
+    took = []
+    with LiveTraffic(src, topic, parts) as traffic:
+        w = Worker(tmp_path, args)
+        workers.append(w)
+        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
+        for run in range(RUNS):
+            assert w.stop(signal.SIGTERM) == 0, w.log()
+            assert "stopped cleanly" in w.log()
+            start = time.monotonic()
+            w = Worker(tmp_path, args)
+            workers.append(w)
+            took.append(seconds_until_flowing(tgt, topic, parts, start, RESTART_BOUND_S, f"restart {run}"))
+        check_nothing_missing(tgt, topic, traffic)
+    assert w.stop() == 0
+    report(f"clean SIGTERM restart, 2 streams, {membership} members", took)
+
+
+def test_kill9_of_every_process_then_restart(brokers, tmp_path, workers):
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts = "restart-crash", 4
+    create_topic(src, topic, parts)
+    args = run_args(*files(tmp_path, src, tgt, "g-crash"), "--whitelist", topic, "--num.streams", "2")
+    took = []
+    with LiveTraffic(src, topic, parts) as traffic:
+        w = Worker(tmp_path, args)
+        workers.append(w)
+        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
+        for run in range(RUNS):
+            w.kill9()
+            start = time.monotonic()
+            w = Worker(tmp_path, args)
+            workers.append(w)
+            took.append(seconds_until_flowing(tgt, topic, parts, start, CRASH_BOUND_S, f"restart {run}"))
+        check_nothing_missing(tgt, topic, traffic)
+    assert w.stop() == 0
+    report("kill -9 of every process, restart, 2 streams", took)
+
+
+def owns(w: Worker) -> set[str]:
+    """The partitions a worker's streams own now, from its log (assigned adds, revoked/lost removes)."""
+    owned: set[str] = set()
+    for line in w.log().splitlines():
+        for verb in (": assigned ", ": revoked ", ": lost "):
+            if verb in line:
+                parts = line.split(verb, 1)[1].split(" (", 1)[0]
+                named = {p for p in parts.split(", ") if p and p != "nothing"}
+                owned = owned | named if verb == ": assigned " else owned - named
+    return owned
+
+
+def both_own(a: Worker, b: Worker, topic: str, parts: int) -> bool:
+    oa, ob = owns(a), owns(b)
+    return bool(oa) and bool(ob) and not oa & ob and oa | ob == {f"{topic}[{p}]" for p in range(parts)}
+
+
+def test_one_of_two_workers_killed_the_other_takes_over(brokers, tmp_path, workers):
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts = "restart-takeover", 4
+    create_topic(src, topic, parts)
+    a_args = run_args(
+        *files(tmp_path, src, tgt, "g-takeover", "a"), "--whitelist", topic, "--num.streams", "1"
+    )
+    b_args = run_args(
+        *files(tmp_path, src, tgt, "g-takeover", "b"), "--whitelist", topic, "--num.streams", "1"
+    )
+    took = []
+    with LiveTraffic(src, topic, parts) as traffic:
+        a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
+        workers.extend([a, b])
+        for run in range(RUNS):
+            wait_until(
+                lambda a=a: both_own(a, b, topic, parts), timeout=60, what=f"run {run}: a and b sharing"
+            )
+            a.kill9()
+            start = time.monotonic()
+            took.append(seconds_until_flowing(tgt, topic, parts, start, TAKEOVER_BOUND_S, f"takeover {run}"))
+            assert owns(b) == {f"{topic}[{p}]" for p in range(parts)}
+            a = Worker(tmp_path, a_args, "a")
+            workers.append(a)
+        check_nothing_missing(tgt, topic, traffic)
+    report("one of two workers killed, the other takes over", took)
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("kmirror_assigned_partitions{") or line.startswith("kmirror_unassigned_seconds{"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(brokers, tmp_path, workers):
+    """A static member that stops cleanly does not leave the group: its partitions wait for it for
+    session.timeout.ms, then go to the survivor. Meanwhile `kmirror lag --watch` and the metrics show it."""
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts, group = "restart-removed", 4, "g-removed"
+    create_topic(src, topic, parts)
+    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), "--whitelist", topic, "--num.streams", "1")
+    b_files = files(tmp_path, src, tgt, group, "b")
+    port = free_port()
+    b_args = run_args(*b_files, "--whitelist", topic, "--num.streams", "1", "--metrics.port", str(port))
+    took = []
+    with LiveTraffic(src, topic, parts) as traffic:
+        a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
+        workers.extend([a, b])
+        for run in range(RUNS):
+            wait_until(
+                lambda a=a: both_own(a, b, topic, parts), timeout=60, what=f"run {run}: a and b sharing"
+            )
+            assert a.stop(signal.SIGTERM) == 0
+            start = time.monotonic()
+            took.append(seconds_until_flowing(tgt, topic, parts, start, REMOVAL_BOUND_S, f"removal {run}"))
+            assert owns(b) == {f"{topic}[{p}]" for p in range(parts)}
+            wait_until(
+                lambda: scrape(port).get('kmirror_assigned_partitions{source="b",stream="0"}') == parts,
+                timeout=10,
+                what="b's assigned-partitions gauge",
+            )
+            if run < RUNS - 1:
+                a = Worker(tmp_path, a_args, "a")
+                workers.append(a)
+        check_nothing_missing(tgt, topic, traffic)
+        assert scrape(port)['kmirror_unassigned_seconds{source="b",stream="0"}'] == 0
+    report("an instance removed for good (SIGTERM, never back)", took)
+    # Stop the survivor for good as well: the group has no member left and lag --watch says so.
+    assert b.stop() == 0
+    wait_until(lambda: watch_unowned(b_files[0], group) == parts, timeout=TAKEOVER_BOUND_S, what="unowned")
+
+
+def watch_unowned(consumer: Path, group: str) -> int:
+    out = subprocess.run(
+        [
+            *KMIRROR,
+            "lag",
+            "--command-config",
+            str(consumer),
+            "--group",
+            group,
+            "--watch",
+            "--count",
+            "1",
+            "--interval",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return len(json.loads(out.stdout.splitlines()[0])["unowned"])
+
+
+HUNG_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "session.timeout.ms": int(sys.argv[4]), "partition.assignment.strategy": "cooperative-sticky"})
+c.subscribe([sys.argv[3]], on_assign=lambda _c, ps: print("assigned", len(ps), flush=True))
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_a_group_held_up_by_a_hung_member_is_reported_stuck(brokers, tmp_path, workers):
+    """A member that stops answering (SIGSTOP) with a long session holds up the rebalance a new stream
+    starts: the stream has no partitions while the group has some to give. It warns once, the gauges
+    show it, and it gets the partitions when the hung member's session expires."""
+    src, tgt = brokers["source"], brokers["target"]
+    topic, group, hung_session_ms = "restart-stuck", "g-stuck", 30_000
+    create_topic(src, topic, 2)
+    log = (tmp_path / "hung.log").open("w")
+    hung = subprocess.Popen(
+        [sys.executable, "-c", HUNG_MEMBER, src.bootstrap, group, topic, str(hung_session_ms)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: "assigned" in (tmp_path / "hung.log").read_text(), timeout=60, what="hung member")
+        os.kill(hung.pid, signal.SIGSTOP)
+        port = free_port()
+        consumer, producer = files(tmp_path, src, tgt, group)
+        w = Worker(
+            tmp_path,
+            run_args(
+                consumer, producer, "--whitelist", topic, "--num.streams", "1", "--metrics.port", str(port)
+            ),
+        )
+        workers.append(w)
+        w.wait_for("STUCK: no partitions for", timeout=4 * SESSION_S)
+        assert w.log().count("STUCK") == 1
+        gauges = scrape(port)
+        assert gauges['kmirror_assigned_partitions{source="consumer",stream="0"}'] == 0
+        assert gauges['kmirror_unassigned_seconds{source="consumer",stream="0"}'] >= 2 * SESSION_S - 2
+        # The hung member's session expires; the group moves on and the stream says so.
+        w.wait_for("has partitions again", timeout=hung_session_ms / 1000 + 5 * SESSION_S)
+        wait_until(
+            lambda: scrape(port).get('kmirror_assigned_partitions{source="consumer",stream="0"}') == 2,
+            timeout=10,
+            what="the assigned-partitions gauge",
+        )
+        assert scrape(port)['kmirror_unassigned_seconds{source="consumer",stream="0"}'] == 0
+        assert w.log().count("STUCK") == 1
+        assert w.stop() == 0
+    finally:
+        hung.kill()
+        hung.wait(10)
+        log.close()

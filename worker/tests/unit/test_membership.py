@@ -1,0 +1,221 @@
+"""Group membership without a broker: assignor default, group.instance.id per stream, the stuck-group
+rules, unowned partitions, the gauges, and the supervisor's one-at-a-time stop."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
+
+from kmirror import health, metrics, runner, safety
+from kmirror.config import load_client_config
+from kmirror.plan import MirrorOptions, build_plan, unassigned_warn_s
+
+PRODUCER = "bootstrap.servers=127.0.0.1:1\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_kafka_opts(monkeypatch):
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)
+
+
+def plan_for(tmp_path: Path, consumer: str, *, static: bool | None, streams: int = 2, name: str = "east"):
+    c = tmp_path / f"{name}.properties"
+    c.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\n" + consumer)
+    p = tmp_path / "producer.properties"
+    p.write_text(PRODUCER)
+    return build_plan(
+        MirrorOptions(
+            consumer_configs=[str(c)],
+            producer_config=str(p),
+            include=".*",
+            num_streams=streams,
+            static_membership=static,
+        )
+    )
+
+
+def test_cooperative_sticky_is_the_default_and_a_file_may_choose_another(tmp_path):
+    assert safety.DEFAULTS["consumer"]["partition.assignment.strategy"] == "cooperative-sticky"
+    default = tmp_path / "a.properties"
+    default.write_text("bootstrap.servers=x:1\ngroup.id=g\n")
+    assert load_client_config(default, "consumer").settings["partition.assignment.strategy"] == (
+        "cooperative-sticky"
+    )
+    java = tmp_path / "b.properties"
+    java.write_text(
+        "bootstrap.servers=x:1\ngroup.id=g\n"
+        "partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor\n"
+    )
+    assert load_client_config(java, "consumer").settings["partition.assignment.strategy"] == "range"
+
+
+def test_dynamic_members_by_default_no_instance_id(tmp_path):
+    specs = build_plan_specs(tmp_path, "", static=False)
+    assert all("group.instance.id" not in s.consumer for s in specs)
+
+
+def test_dynamic_members_drop_an_instance_id_from_the_file(tmp_path):
+    specs = build_plan_specs(tmp_path, "group.instance.id=mine\n", static=False)
+    assert all("group.instance.id" not in s.consumer for s in specs)
+
+
+def test_a_file_with_group_instance_id_asks_for_static_members(tmp_path):
+    specs = build_plan_specs(tmp_path, "group.instance.id=mine\n", static=None)
+    assert [s.consumer["group.instance.id"] for s in specs] == ["mine-0", "mine-1"]
+    assert all("group.instance.id" not in s.consumer for s in build_plan_specs(tmp_path, "", static=None))
+
+
+def test_static_ids_are_host_source_and_stream_and_stable(tmp_path):
+    first = build_plan_specs(tmp_path, "", static=True)
+    again = build_plan_specs(tmp_path, "", static=True)
+    host = socket.gethostname().split(".")[0]
+    assert [s.consumer["group.instance.id"] for s in first] == [
+        f"kmirror-{host}-east-0",
+        f"kmirror-{host}-east-1",
+    ]
+    assert [s.consumer["group.instance.id"] for s in again] == [
+        s.consumer["group.instance.id"] for s in first
+    ]
+
+
+def test_static_ids_start_from_the_files_group_instance_id(tmp_path):
+    specs = build_plan_specs(tmp_path, "group.instance.id=dc1-mirror-a\n", static=True)
+    assert [s.consumer["group.instance.id"] for s in specs] == ["dc1-mirror-a-0", "dc1-mirror-a-1"]
+
+
+def test_unassigned_warning_bound_is_twice_the_session_timeout(tmp_path):
+    assert unassigned_warn_s({}) == 90.0
+    assert unassigned_warn_s({"session.timeout.ms": "6000"}) == 12.0
+    specs = build_plan_specs(tmp_path, "session.timeout.ms=10000\n", static=False)
+    assert {s.unassigned_warn_s for s in specs} == {20.0}
+
+
+def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool | None):
+    return plan_for(tmp_path, consumer, static=static).stream_specs()
+
+
+# --- the stuck-group rules ---
+
+
+def test_partitions_to_give_while_a_rebalance_does_not_finish():
+    assert "not STABLE" in (health.partitions_to_give("PREPARING_REBALANCE", [], 4) or "")
+    assert "not STABLE" in (health.partitions_to_give("UNKNOWN", [], 4) or "")
+    assert "not STABLE" in (health.partitions_to_give("EMPTY", [], 4) or "")
+
+
+def test_partitions_to_give_in_a_stable_group_that_lists_its_members():
+    a, b = [("t", 0), ("t", 1)], [("t", 2)]
+    assert health.partitions_to_give("STABLE", [a, b], 4) == "1 of 4 partitions have no owner"
+    assert health.partitions_to_give("STABLE", [a, b], 3) == "a member owns 2 partitions"
+    # More members than partitions: an idle member is normal.
+    assert health.partitions_to_give("STABLE", [[("t", 0)], [("t", 1)], []], 2) is None
+
+
+def test_a_stable_group_without_a_member_list_cannot_tell():
+    assert health.partitions_to_give("STABLE", [], 4) is None
+
+
+def test_unowned_partitions():
+    owners = {("t", 0): "c1@h", ("t", 1): "none"}
+    assert health.unowned("STABLE", True, owners) == [("t", 1)]
+    assert health.unowned("EMPTY", False, owners) == [("t", 0), ("t", 1)]
+    assert health.unowned("STABLE", False, owners) == []
+
+
+# --- gauges ---
+
+
+def test_assigned_and_unassigned_gauges_per_stream():
+    c = metrics.Collector()
+    c.update(metrics.Snapshot("east", 0, assigned_partitions=3))
+    c.update(metrics.Snapshot("east", 1, assigned_partitions=0, unassigned_seconds=42.04))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(c)
+    text = generate_latest(registry).decode()
+    assert 'kmirror_assigned_partitions{source="east",stream="0"} 3.0' in text
+    assert 'kmirror_assigned_partitions{source="east",stream="1"} 0.0' in text
+    assert 'kmirror_unassigned_seconds{source="east",stream="0"} 0.0' in text
+    assert 'kmirror_unassigned_seconds{source="east",stream="1"} 42.0' in text
+
+
+# --- the supervisor stops streams one at a time ---
+
+
+class _Proc:
+    """A real child process standing in for a stream process (sleeps until SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        self.pid = self.p.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.p.poll()
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+
+def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
+    specs = plan_for(tmp_path, "session.timeout.ms=6000\n", static=False, streams=3).stream_specs()
+    procs = [_Proc() for _ in specs]
+    counters = [_Counter() for _ in specs]
+    try:
+        turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
+        turn.step()
+        procs[0].p.wait(10)
+        assert procs[1].exitcode is None and procs[2].exitcode is None
+        turn.step()  # stream 0 is gone: the others must rebalance first
+        turn.step()
+        assert procs[1].exitcode is None
+        counters[1].value += 1  # stream 1 rebalanced, stream 2 not yet
+        turn.step()
+        assert procs[1].exitcode is None
+        counters[2].value += 1
+        turn.step()
+        assert procs[1].p.wait(10) == -signal.SIGTERM
+        assert procs[2].exitcode is None
+        turn.step()  # stream 1 is gone: stream 2 must take its partitions first
+        assert procs[2].exitcode is None
+        counters[2].value += 1
+        turn.step()
+        assert procs[2].p.wait(10) == -signal.SIGTERM
+        turn.step()  # nobody left: nothing happens
+        assert turn.current is None or procs[turn.current].exitcode is not None
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.p.kill()
+                p.p.wait()
+
+
+def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeout(tmp_path):
+    specs = plan_for(tmp_path, "session.timeout.ms=1000\n", static=False, streams=2).stream_specs()
+    procs = [_Proc() for _ in specs]
+    counters = [_Counter() for _ in specs]
+    try:
+        turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
+        turn.step()
+        procs[0].p.wait(10)
+        turn.step()
+        started = time.monotonic()
+        while procs[1].exitcode is None and time.monotonic() - started < 10:
+            turn.step()
+            time.sleep(0.05)
+        assert procs[1].exitcode == -signal.SIGTERM
+        assert 0.8 <= time.monotonic() - started < 5
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.p.kill()
+                p.p.wait()
