@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kmirror import __version__, audit, lagcheck, safety, translation
+from kmirror import __version__, audit, failover, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
 from kmirror.plan import DEFAULT_NUM_PRODUCERS, DEFAULT_QUEUE_SIZE, MirrorOptions, build_plan, source_names
@@ -178,6 +178,22 @@ def _parser() -> argparse.ArgumentParser:
         help="replication factor of destination topics kmirror creates (default: the target's)",
     )
     run.add_argument(
+        "--groups",
+        dest="groups",
+        metavar="REGEX",
+        help="Java regex of source consumer groups whose committed offsets are translated and committed "
+        "for the same group on the target (for failover; MirrorMaker 2's name); also writes sync points to "
+        "the target's __kmirror-offset-syncs topic. The mirror's own group and __* groups are never synced",
+    )
+    run.add_argument(
+        "--sync.group.offsets.interval.ms",
+        dest="sync_groups_ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="how often --groups offsets are synced (default 60000)",
+    )
+    run.add_argument(
         "--metrics.port",
         dest="metrics_port",
         type=int,
@@ -222,6 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
     lagcheck.register(sub)
     audit.register(sub)
+    failover.register(sub)
     return top
 
 
@@ -247,6 +264,8 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         topic_refresh_interval_ms=a.refresh_ms,
         stats_interval_ms=a.stats_ms,
         replication_factor=a.replication_factor,
+        groups=a.groups,
+        sync_group_offsets_interval_ms=a.sync_groups_ms,
     )
 
 
@@ -269,7 +288,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.streams_per_source,
         plan.producer.settings.get("bootstrap.servers"),
     )
-    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port)
+    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port, group_syncs=plan.group_syncs())
 
 
 def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
@@ -344,6 +363,7 @@ COMMANDS = {
     "defaults": cmd_defaults,
     **lagcheck.COMMANDS,
     **audit.COMMANDS,
+    **failover.COMMANDS,
 }
 
 

@@ -39,6 +39,7 @@ from kmirror import metrics, topics
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError, SendFailure
 from kmirror.filters import TopicFilter
+from kmirror.groupsync import SyncWriter
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class StreamSpec:
     stats_interval_ms: int = 30_000
     shutdown_timeout_s: float = 30.0
     replication_factor: int = -1
+    offset_syncs: bool = False  # sync points at commit points (kmirror run --groups; kmirror.offsetsync)
 
     @property
     def label(self) -> str:
@@ -102,6 +104,7 @@ class Stream:
         self._last_stats: metrics.Snapshot | None = None
         self.consumer: Consumer | None = None
         self.producers: list[Producer] = []
+        self._offset_syncs: SyncWriter | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -126,6 +129,9 @@ class Stream:
             )
         self._source_admin = AdminClient(admin_settings(spec.consumer), logger=_quiet)
         self._target_admin = AdminClient(admin_settings(spec.producer), logger=_quiet)
+        if spec.offset_syncs:
+            mirror = spec.consumer["group.id"]
+            self._offset_syncs = SyncWriter(spec.label, mirror, spec.producer, spec.replication_factor)
         clean = False
         try:
             self._refresh_topics()
@@ -139,6 +145,8 @@ class Stream:
             self.consumer.close()
             for p in self.producers:
                 p.flush(0)
+            if self._offset_syncs is not None:
+                self._offset_syncs.close()
         self._raise_if_failed()
         if not clean:
             raise KmirrorError(
@@ -320,12 +328,16 @@ class Stream:
                 exc.args[0].str(),
             )
             return
+        if self._offset_syncs is not None:  # flushed, committed, nothing of these partitions in flight
+            self._offset_syncs.commit_point(todo, self._committed, self._hashed)
         for tp in todo:
             self._committed[(tp.topic, tp.partition)] = tp.offset
         self.snap.commits += 1
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: assigned %s", self.spec.label, _show(partitions))
+        if self._offset_syncs is not None:  # none of these produced yet: their start maps to the target end
+            self._offset_syncs.assigned(consumer, partitions, self._hashed)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s: revoked %s", self.spec.label, _show(partitions))
