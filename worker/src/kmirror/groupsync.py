@@ -363,7 +363,7 @@ class GroupSync:
                 c.topic,
                 c.partition,
                 c.translation.source,
-                max(c.translation.target, c.current),
+                c.translation.target,
                 c.translation.sync_source,
                 int(now * 1000),
             )

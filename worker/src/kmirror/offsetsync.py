@@ -28,9 +28,11 @@ Both live in one compacted topic on the target, :data:`SYNC_TOPIC` (internal: km
 mirror (the mirror's consumer group id: unique per source cluster mirrored into one target), the topic
 and partition, and a *slot*: the latest sync point, plus one slot per level k and parity of
 P >> k, rewritten when a commit point crosses a multiple of 2**k. Compaction therefore keeps, for every
-k, a sync point between 2**k and 2**(k+1) source offsets behind the newest one: a restarted sync still
-translates a group that lags far behind, coarsely (never skipping); the running sync keeps every sync
-point it read in memory and translates exactly to the last commit point before the group's offset.
+k up to the highest power of two below the partition's offsets, a sync point between 2**k and 2**(k+1)
+source offsets behind the newest one; and every checkpoint is itself a valid sync point at its group's
+offset. A restarted sync still translates a group that lags far behind (coarsely, never skipping); the
+running sync keeps every sync point it read in memory and translates exactly to the last commit point
+before the group's offset.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class Checkpoint:
     topic: str
     partition: int
     source: int  # the group's committed offset on the source (C)
-    target: int  # its translation (T)
+    target: int  # its translation (T): every mirrored record at or after C is at or after T
     sync_source: int  # P of the sync point used
     ms: int  # when it was computed
 
@@ -222,6 +224,9 @@ class SyncData:
             self.store.add(topic, partition, point)
         else:
             cp: Checkpoint = item  # type: ignore[assignment]
+            # A checkpoint is a valid sync point too (its target is a translation of its source offset):
+            # it keeps a lagging group translatable after compaction dropped older sync points.
+            self.store.add(cp.topic, cp.partition, SyncPoint(cp.source, cp.target, cp.ms))
             key_ = (cp.group, cp.topic, cp.partition)
             old = self.checkpoints.get(key_)
             if old is None or cp.ms >= old.ms:
