@@ -37,6 +37,7 @@ from kmirror.groupsync import (
     reader_conf,
     true_ends,
 )
+from kmirror.lag import PartitionLag
 from kmirror.offsetsync import SYNC_TOPIC, Checkpoint, SyncData
 
 EXIT_TARGET = 1
@@ -303,6 +304,44 @@ def cmd_failover(a: argparse.Namespace) -> int:
     else:
         print("(nothing changed; --apply commits the partitions marked commit)")
     return 0
+
+
+def translated_lag(
+    target_conf: Mapping[str, str], mirror_file: str, group: str, topics: list[str] | None, timeout: float
+) -> list[PartitionLag]:
+    """`kmirror lag --translated-from F`: the group's translated position on the target, from the
+    mirror's checkpoints, as ConsumerOffsetChecker rows (Offset = the translated offset, or the group's
+    committed offset on the target when that is further)."""
+    from kmirror.lagcheck import LagError
+
+    mirror = load_client_config(mirror_file, "consumer", allow_unsafe=True).settings["group.id"]
+    try:
+        data = read_sync_data(target_conf, mirror, timeout)
+        admin = AdminClient(dict(target_conf), logger=_quiet)
+        on_target = committed_offsets(admin, group, timeout)
+        parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
+        probe = Consumer(reader_conf(target_conf), logger=_quiet)
+        try:
+            ends = true_ends(admin, probe, sorted(parts), timeout)
+        finally:
+            probe.close()
+    except KafkaException as exc:
+        raise LagError(f"target cluster: {exc.args[0].str()}") from None
+    rows = [
+        r
+        for r in build_rows(
+            data, group, source_committed=None, target_committed=on_target, log_ends=ends, now_ms=0
+        )
+        if topics is None or r.topic in topics
+    ]
+    if not rows:
+        raise LagError(f"mirror {mirror!r} has no checkpoint of group {group!r} on this cluster")
+    return [
+        PartitionLag(
+            group, r.topic, r.partition, r.committed_after, r.log_end, r.lag, f"translated:{r.action}"
+        )
+        for r in rows
+    ]
 
 
 COMMANDS = {"failover": cmd_failover}
