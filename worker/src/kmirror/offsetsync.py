@@ -56,6 +56,12 @@ class SyncPoint:
     source: int  # P: the consumer's position at the commit point
     target: int  # E: the target partition's end offset at that moment
     ms: int  # wall clock time it was taken (ms since the epoch)
+    measured_at: int = -1  # a checkpoint's point: the P its target was measured at (-1: this point's own)
+
+    @property
+    def basis(self) -> int:
+        """The source offset the target offset was measured at: records from here are read again."""
+        return self.source if self.measured_at < 0 else self.measured_at
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ class Translation:
 
     source: int  # the group's committed source offset C
     target: int  # the target offset to commit (T)
-    sync_source: int  # P of the sync point used (C - P records may be read again)
+    sync_source: int  # the source offset the target offset was measured at (C - it records may be read again)
     sync_ms: int
 
     @property
@@ -168,8 +174,8 @@ class SyncStore:
         i = bisect.bisect_left(sources, point.source)
         if i < len(sources) and sources[i] == point.source:
             old = points[i]
-            if (point.target, point.ms) > (old.target, old.ms):
-                points[i] = SyncPoint(point.source, max(point.target, old.target), max(point.ms, old.ms))
+            if (point.target, point.basis) > (old.target, old.basis):
+                points[i] = point
             return
         sources.insert(i, point.source)
         points.insert(i, point)
@@ -197,10 +203,8 @@ class SyncStore:
         i = bisect.bisect_right(sources, offset)
         if i == 0:
             return None
-        points = self._points[key][:i]
-        best = max(points, key=lambda p: (p.target, p.source))
-        newest = points[-1]
-        return Translation(offset, best.target, newest.source, max(best.ms, newest.ms))
+        best = max(self._points[key][:i], key=lambda p: (p.target, p.basis))
+        return Translation(offset, best.target, best.basis, best.ms)
 
 
 @dataclass
@@ -226,7 +230,7 @@ class SyncData:
             cp: Checkpoint = item  # type: ignore[assignment]
             # A checkpoint is a valid sync point too (its target is a translation of its source offset):
             # it keeps a lagging group translatable after compaction dropped older sync points.
-            self.store.add(cp.topic, cp.partition, SyncPoint(cp.source, cp.target, cp.ms))
+            self.store.add(cp.topic, cp.partition, SyncPoint(cp.source, cp.target, cp.ms, cp.sync_source))
             key_ = (cp.group, cp.topic, cp.partition)
             old = self.checkpoints.get(key_)
             if old is None or cp.ms >= old.ms:

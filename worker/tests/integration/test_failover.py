@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,12 +31,14 @@ from conftest import (
     Worker,
     consumer_file,
     create_topic,
+    generator,
+    make_records,
     producer_file,
     run_args,
     wait_until,
 )
 
-from kmirror.embedded import Cluster, clusters
+from kmirror.embedded import Cluster, clusters, free_port
 from kmirror.groupsync import read_sync_data
 
 SYNC_MS = "300"
@@ -169,6 +172,23 @@ def mirrored_offsets(cluster: Cluster, topic: str, partitions: int) -> dict[int,
     return out
 
 
+class Traffic(LiveTraffic):
+    """LiveTraffic that ends quietly when its cluster was killed (records in flight are simply lost)."""
+
+    def _run(self) -> None:
+        p = generator(self.cluster)
+        i = 0
+        while not self._stop.is_set():
+            for r in make_records(self.topic, self.partitions, 1, start=i):
+                p.produce(
+                    r.topic, r.value, r.key, r.partition, timestamp=r.timestamp, headers=list(r.headers)
+                )
+            i += 1
+            p.poll(0)
+            time.sleep(self.partitions / self.rate)
+        p.flush(1)
+
+
 def mirroring_now(target: Cluster, topics: list[str]) -> bool:
     """Whether records reached the target topics within the last 0.3 s."""
     c = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "__test-ends"})
@@ -290,16 +310,19 @@ def test_failover_after_source_sigkill_reads_every_uncommitted_record(tmp_path, 
                 "app.*",
                 "--sync.group.offsets.interval.ms",
                 SYNC_MS,
+                "--metrics.port",
+                str(port := free_port()),
             ),
         )
         workers.append(w)
         w.wait_for(": assigned ")
-        traffic = LiveTraffic(src, "orders", 6, rate_per_s=300).__enter__()
+        traffic = Traffic(src, "orders", 6, rate_per_s=300).__enter__()
         with App(src, "app", ["orders"]) as app:
             assert app.assigned.wait(30)
             wait_until(lambda: len(app.committed) == 6, 60, "the application to commit every partition")
             wait_until(lambda: len(checkpoints(tgt, "mirror", "app")) == 6, 30, "checkpoints of the group")
             time.sleep(1.5)
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
             kill_source(src, traffic)  # under live traffic, the application still committing
         assert not app.bad, app.bad[:5]
         # The mirror of the dead source is stopped (as playbooks/failover.yml does).
@@ -315,6 +338,35 @@ def test_failover_after_source_sigkill_reads_every_uncommitted_record(tmp_path, 
         assert again["committed"] == 0
         measured = check_group(tgt, "app", {"orders": 6}, app, result, "single worker")
         assert measured["skipped"] == 0
+        # The metrics showed the group's checkpoint while the source was alive.
+        gauges = {
+            line.split(" ")[0]: float(line.split(" ")[1])
+            for line in metrics.splitlines()
+            if line.startswith("kmirror_") and 'group="app"' in line
+        }
+        assert gauges['kmirror_checkpoint_age_seconds{group="app",source="consumer"}'] < 10
+        assert gauges['kmirror_translated_lag{group="app",source="consumer"}'] >= 0
+        assert gauges['kmirror_untranslated_partitions{group="app",source="consumer"}'] == 0
+        # kmirror lag shows the group's translated position on the target (the source is gone).
+        lag = subprocess.run(
+            [
+                *KMIRROR,
+                "lag",
+                "--bootstrap-server",
+                tgt.bootstrap,
+                "--group",
+                "app",
+                "--translated-from",
+                str(tmp_path / "consumer.properties"),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert lag.returncode == 0, lag.stderr
+        translated = {(r["topic"], r["partition"]): r["offset"] for r in json.loads(lag.stdout)}
+        assert translated == {(r["topic"], r["partition"]): r["translated"] for r in result["partitions"]}
 
         # The group now has a member on the target: --apply is refused with exit 3 and one line.
         c = Consumer(
@@ -370,8 +422,8 @@ def test_failover_after_kmirror_crash_two_workers_several_groups_and_topics(tmp_
             return pair
 
         first = start_two()
-        orders = LiveTraffic(src, "orders", 6, rate_per_s=240).__enter__()
-        events = LiveTraffic(src, "events", 3, rate_per_s=120).__enter__()
+        orders = Traffic(src, "orders", 6, rate_per_s=240).__enter__()
+        events = Traffic(src, "events", 3, rate_per_s=120).__enter__()
         with (
             App(src, "app-a", ["orders", "events"]) as app_a,
             App(src, "app-b", ["orders"], rate_per_s=100) as app_b,
