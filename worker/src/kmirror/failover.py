@@ -33,8 +33,8 @@ from kmirror.groupsync import (
     committed_offsets,
     group_activity,
     is_active,
+    probe_conf,
     read_sync_data,
-    reader_conf,
     true_ends,
 )
 from kmirror.lag import PartitionLag
@@ -245,7 +245,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
         state, members = group_activity(admin, group, a.timeout)
         on_target = committed_offsets(admin, group, a.timeout)
         parts = set(data.group_checkpoints(group)) | set(live or {})
-        probe = Consumer(reader_conf(target.settings), logger=_quiet)
+        probe = Consumer(probe_conf(target.settings), logger=_quiet)
         try:
             ends = true_ends(admin, probe, sorted(p for p in parts if data.store.has(*p)), a.timeout)
         finally:
@@ -320,7 +320,7 @@ def translated_lag(
         admin = AdminClient(dict(target_conf), logger=_quiet)
         on_target = committed_offsets(admin, group, timeout)
         parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
-        probe = Consumer(reader_conf(target_conf), logger=_quiet)
+        probe = Consumer(probe_conf(target_conf), logger=_quiet)
         try:
             ends = true_ends(admin, probe, sorted(parts), timeout)
         finally:
