@@ -12,7 +12,6 @@ the i-th record of each partition of a fresh topic, so its source offset is i (t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -62,6 +61,7 @@ class App:
         self.committed: dict[tuple[str, int], int] = {}  # last successful commit
         self.processed: dict[tuple[str, int], int] = {}  # next offset to process
         self.bad: list[str] = []
+        self.commits = self.commit_errors = 0
         self.assigned = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -90,9 +90,12 @@ class App:
             if time.monotonic() >= next_commit:
                 offsets = [TopicPartition(t, p, o) for (t, p), o in self.processed.items()]
                 if offsets:
-                    with contextlib.suppress(KafkaException):
+                    try:
                         self.consumer.commit(offsets=offsets, asynchronous=False)
                         self.committed.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+                        self.commits += 1
+                    except KafkaException:
+                        self.commit_errors += 1
                 next_commit = time.monotonic() + 0.3
 
     def stop(self) -> None:
@@ -283,6 +286,8 @@ def check_group(
         "sync_granularity": granularity,
         "checkpoint_staleness": staleness,
         "skipped": skipped,
+        "app_commits": app.commits,
+        "app_commit_errors": app.commit_errors,
     }
     # Re-reads are bounded by the records between the sync points used and the group's last commit
     # (the last commit may be newer than the last checkpoint taken before the source died).
