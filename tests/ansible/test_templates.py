@@ -346,6 +346,12 @@ def test_command_line_of_an_instance(render):
     ]
 
 
+def test_command_line_with_group_offset_sync(render):
+    argv = exec_start(render, source(groups="pay.*,billing", sync_group_offsets_interval_ms=30000))
+    assert argv[argv.index("--groups") + 1] == "pay.*,billing"
+    assert argv[argv.index("--sync.group.offsets.interval.ms") + 1] == "30000"
+
+
 def test_command_line_quoting_keeps_regexes_exact(render):
     nasty = 'a\\.b$|"q" %i x y'
     argv = exec_start(render, source(whitelist=nasty, blacklist="c\\.private"))

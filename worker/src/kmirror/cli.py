@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import NoReturn
 
-from kmirror import __version__, audit, kerberos, lagcheck, safety, translation
+from kmirror import __version__, audit, failover, kerberos, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
 from kmirror.plan import (
@@ -201,6 +201,22 @@ def _parser() -> argparse.ArgumentParser:
         "partitions move at once (docs/deployment.md, Restarts)",
     )
     run.add_argument(
+        "--groups",
+        dest="groups",
+        metavar="REGEX",
+        help="Java regex of source consumer groups whose committed offsets are translated and committed "
+        "for the same group on the target (for failover; MirrorMaker 2's name); also writes sync points to "
+        "the target's __kmirror-offset-syncs topic. The mirror's own group and __* groups are never synced",
+    )
+    run.add_argument(
+        "--sync.group.offsets.interval.ms",
+        dest="sync_groups_ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="how often --groups offsets are synced (default 60000)",
+    )
+    run.add_argument(
         "--metrics.port",
         dest="metrics_port",
         type=int,
@@ -245,6 +261,7 @@ def _parser() -> argparse.ArgumentParser:
     defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
     lagcheck.register(sub)
     audit.register(sub)
+    failover.register(sub)
     return top
 
 
@@ -271,6 +288,8 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         stats_interval_ms=a.stats_ms,
         replication_factor=a.replication_factor,
         static_membership=a.static_membership,
+        groups=a.groups,
+        sync_group_offsets_interval_ms=a.sync_groups_ms,
     )
 
 
@@ -293,7 +312,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.streams_per_source,
         plan.producer.settings.get("bootstrap.servers"),
     )
-    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port)
+    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port, group_syncs=plan.group_syncs())
 
 
 def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
@@ -372,6 +391,7 @@ COMMANDS = {
     "defaults": cmd_defaults,
     **lagcheck.COMMANDS,
     **audit.COMMANDS,
+    **failover.COMMANDS,
 }
 
 

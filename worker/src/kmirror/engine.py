@@ -49,6 +49,7 @@ from kmirror import health, metrics, topics
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError, SendFailure
 from kmirror.filters import TopicFilter
+from kmirror.groupsync import SyncWriter
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class StreamSpec:
     replication_factor: int = -1
     # Seconds without partitions, while the group has partitions to give, before the stream warns.
     unassigned_warn_s: float = 90.0
+    offset_syncs: bool = False  # sync points at commit points (kmirror run --groups; kmirror.offsetsync)
 
     @property
     def label(self) -> str:
@@ -148,6 +150,7 @@ class Stream:
         self._stuck_checked = 0.0
         self._stuck_warned = False
         self.on_rebalanced: Callable[[], None] | None = None  # told after each assignment (the runner)
+        self._offset_syncs: SyncWriter | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -176,6 +179,11 @@ class Stream:
             self.producers.append(Producer(producer_conf, logger=self._target_log))
         self._source_admin = AdminClient({**admin_settings(spec.consumer), "logger": _quiet})
         self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": _quiet})
+        if spec.offset_syncs:
+            mirror = spec.consumer["group.id"]
+            self._offset_syncs = SyncWriter(
+                spec.label, mirror, spec.producer, spec.replication_factor, spec.consumer
+            )
         clean = False
         try:
             self._refresh_topics()
@@ -191,6 +199,8 @@ class Stream:
             self.consumer.close()
             for p in self.producers:
                 p.flush(0)
+            if self._offset_syncs is not None:
+                self._offset_syncs.close()
         self._raise_if_failed()
         self.clean = clean
         if not clean:
@@ -504,6 +514,10 @@ class Stream:
         ]
         if not todo:
             return
+        if self._offset_syncs is not None:
+            # Flushed, nothing of these partitions at or past the positions produced: a valid sync point
+            # whether or not the commit below succeeds, so it is written (and acknowledged) first.
+            self._offset_syncs.commit_point(todo, self._committed, self._hashed)
         try:
             consumer.commit(offsets=todo, asynchronous=False)
         except KafkaException as exc:
@@ -530,6 +544,8 @@ class Stream:
         self._stuck_warned = False
         if self.on_rebalanced is not None:
             self.on_rebalanced()
+        if self._offset_syncs is not None:  # none of these produced yet by this stream
+            self._offset_syncs.assigned(consumer, partitions, self._hashed)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Still the owner: flush, commit the revoked partitions' positions (only those), let go."""

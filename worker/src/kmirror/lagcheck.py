@@ -226,6 +226,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="properties with the connection and security settings (Java keys are translated); "
         "the mirror's consumer file works too",
     )
+    p.add_argument(
+        "--translated-from",
+        dest="translated_from",
+        metavar="FILE",
+        help="the consumer file of a mirror run with --groups: show the group's translated position on this "
+        "(target) cluster from the mirror's last checkpoints (docs/failover.md)",
+    )
     p.add_argument("--json", action="store_true", help="JSON output (one object per sample with --watch)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="broker request timeout")
     w = p.add_argument_group("watch")
@@ -272,6 +279,12 @@ def _topics(a: argparse.Namespace) -> list[str] | None:
 def cmd_lag(a: argparse.Namespace) -> int:
     conf = _settings(a)
     topics = _topics(a)
+    if a.translated_from:
+        from kmirror.failover import translated_lag
+
+        rows = translated_lag(conf, a.translated_from, a.group, topics, a.timeout)
+        print(json.dumps([r.as_dict() for r in rows], indent=2) if a.json else table(rows))
+        return 0
     if not a.watch:
         rows, _, state, _ = sample(conf, a.group, topics, a.timeout)
         if not rows and topics:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -81,6 +81,7 @@ class Collector(_Collector):
 
     def __init__(self) -> None:
         self.latest: dict[tuple[str, int], Snapshot] = {}
+        self.extra: list[Callable[[], Iterable[object]]] = []  # more metric families (e.g. group offset sync)
 
     def update(self, snap: Snapshot) -> None:
         self.latest[(snap.source, snap.stream)] = snap
@@ -160,6 +161,8 @@ class Collector(_Collector):
             mismatch.add_metric([source, topic], missing)
         yield mismatch
         yield latency
+        for more in self.extra:
+            yield from more()
 
 
 def stats_line(label: str, snap: Snapshot, previous: Snapshot | None) -> str:

@@ -17,7 +17,8 @@ from kmirror import kerberos
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.engine import StreamSpec
 from kmirror.errors import ConfigError
-from kmirror.filters import TopicFilter
+from kmirror.filters import TopicFilter, compile_filter
+from kmirror.groupsync import GroupSync
 
 DEFAULT_QUEUE_SIZE = 10_000
 MAX_BATCH = 1_000
@@ -48,6 +49,8 @@ class MirrorOptions:
     # across restarts. None: static only when the consumer file sets group.instance.id; default: dynamic
     # members that leave the group on stop (docs/deployment.md, Restarts).
     static_membership: bool | None = None
+    groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
+    sync_group_offsets_interval_ms: int = 60_000
     notes: list[str] = field(default_factory=list)
 
 
@@ -86,9 +89,28 @@ class MirrorPlan:
                 stats_interval_ms=o.stats_interval_ms,
                 replication_factor=o.replication_factor,
                 unassigned_warn_s=unassigned_warn_s(s.config.settings),
+                offset_syncs=o.groups is not None,
             )
             for s in self.sources
             for i in range(self.streams_per_source)
+        ]
+
+    def group_syncs(self) -> list[GroupSync]:
+        """One group offset sync per source cluster (none without --groups)."""
+        o = self.options
+        if o.groups is None:
+            return []
+        return [
+            GroupSync(
+                source=s.name,
+                mirror=s.config.settings["group.id"],
+                source_settings=dict(s.config.settings),
+                target_settings=dict(self.producer.settings),
+                groups=TopicFilter(o.groups),
+                topics=s.topic_filter,
+                interval_ms=o.sync_group_offsets_interval_ms,
+            )
+            for s in self.sources
         ]
 
     @property
@@ -160,8 +182,11 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
         (o.offset_commit_interval_ms, "--offset.commit.interval.ms"),
         (o.topic_refresh_interval_ms, "--topic.refresh.interval.ms"),
         (o.stats_interval_ms, "--stats.interval.ms"),
+        (o.sync_group_offsets_interval_ms, "--sync.group.offsets.interval.ms"),
     ):
         _positive(value, option)
+    if o.groups is not None:
+        compile_filter(o.groups, "--groups")
     if not o.abort_on_send_failure and not o.allow_unsafe:
         raise ConfigError(
             "is unsafe (a record that cannot be delivered is skipped and committed past)",

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from kmirror.engine import Stream, StreamSpec
 from kmirror.errors import KmirrorError
+from kmirror.groupsync import GroupSync, metric_families
 from kmirror.metrics import Collector, Snapshot
 
 log = logging.getLogger(__name__)
@@ -135,8 +136,21 @@ def _pump(reports: Queue[Snapshot], collector: Collector) -> None:
         collector.update(reports.get())
 
 
-def run(specs: list[StreamSpec], level: str = "INFO", metrics_port: int | None = None) -> int:
+def run(
+    specs: list[StreamSpec],
+    level: str = "INFO",
+    metrics_port: int | None = None,
+    group_syncs: list[GroupSync] | None = None,
+) -> int:
     collector = serve_metrics(metrics_port) if metrics_port else None
+    if group_syncs:  # threads of this (supervisor) process; daemons, they end with it
+        stop_syncs = threading.Event()
+        for g in group_syncs:
+            threading.Thread(
+                target=g.run, args=(stop_syncs,), daemon=True, name=f"groupsync-{g.source}"
+            ).start()
+        if collector is not None:
+            collector.extra.append(lambda: metric_families(group_syncs))
     if len(specs) == 1:
         return run_stream(specs[0], collector.update if collector else None)
     ctx = multiprocessing.get_context("spawn")

@@ -1,0 +1,347 @@
+"""kmirror failover: move a consumer group from a source cluster to the target at the translated offsets.
+
+    kmirror failover --source.config F --target.config F --group G [--json] [--apply]
+
+F are the mirror's own consumer file (its group.id names the mirror's sync data; its brokers are the
+source) and producer file (the target). Shows, per partition, the group's committed offset on the
+source (read from the source when it answers within --source.timeout, else the last checkpoint the
+mirror's group offset sync wrote to the target), the sync point it translates through, the translated
+target offset, the group's committed offset on the target now, the checkpoint's age and the lag on the
+target. With --apply, commits the translated offsets for the group on the target (only where they move
+the group forward; a group is never moved backwards). Works when the source cluster is gone.
+
+Exit codes: 0 done; 1 the target cannot be read or written; 2 bad configuration or options;
+3 the group has active members on the target (--apply refused: stop them first);
+4 unknown group, or no sync data for the mirror on the target (was kmirror run with --groups?).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kmirror.config import admin_settings, load_client_config
+from kmirror.errors import KmirrorError
+from kmirror.groupsync import (
+    _quiet,
+    committed_offsets,
+    group_activity,
+    is_active,
+    probe_conf,
+    read_sync_data,
+    true_ends,
+)
+from kmirror.lag import PartitionLag
+from kmirror.offsetsync import SYNC_TOPIC, Checkpoint, SyncData
+
+EXIT_TARGET = 1
+EXIT_ACTIVE = 3
+EXIT_NO_DATA = 4
+
+ROW_FORMAT = "%-20s %-4s %-12s %-10s %-12s %-12s %-12s %-8s %-12s %-10s %s"
+HEADER = (
+    "Topic",
+    "Pid",
+    "SourceOffset",
+    "From",
+    "SyncPoint",
+    "Translated",
+    "OnTarget",
+    "Age",
+    "LogEnd",
+    "Lag",
+    "Action",
+)
+
+
+class FailoverError(KmirrorError):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Row:
+    topic: str
+    partition: int
+    source_offset: int  # the group's committed offset on the source (C)
+    source_from: str  # "source" (read now) or "checkpoint" (the last one the mirror wrote)
+    sync_point: int | None  # P of the sync point used (C - P records are read again); None: none yet
+    translated: int | None  # T: the target offset for C; None when there is no sync point at or before C
+    on_target: int  # the group's committed offset on the target now (-1: none)
+    age_s: float | None  # seconds since the checkpoint (source_from checkpoint) or the sync point was taken
+    log_end: int  # the target partition's end offset
+    action: str  # commit, keep (already at or past T), none (no translation)
+
+    @property
+    def committed_after(self) -> int:
+        return self.translated if self.action == "commit" and self.translated is not None else self.on_target
+
+    @property
+    def lag(self) -> int:
+        start = self.committed_after
+        return max(0, self.log_end - start) if start >= 0 else self.log_end
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "lag": self.lag}
+
+
+def build_rows(
+    data: SyncData,
+    group: str,
+    *,
+    source_committed: Mapping[tuple[str, int], int] | None,
+    target_committed: Mapping[tuple[str, int], int],
+    log_ends: Mapping[tuple[str, int], int],
+    now_ms: int,
+) -> list[Row]:
+    """Pure: the failover plan of one group. Offsets come from the live source when given, else from
+    the checkpoints; a translation is the best of every valid lower bound (the sync points at or before
+    the offset, and a checkpoint of an offset at or before it)."""
+    checkpoints: dict[tuple[str, int], Checkpoint] = data.group_checkpoints(group)
+    if source_committed is not None:
+        offsets = {k: (v, "source") for k, v in source_committed.items() if data.store.has(*k)}
+    else:
+        offsets = {k: (cp.source, "checkpoint") for k, cp in checkpoints.items()}
+    rows = []
+    for (topic, partition), (offset, origin) in sorted(offsets.items()):
+        tr = data.store.translate(topic, partition, offset)
+        cp = checkpoints.get((topic, partition))
+        candidates = []
+        if tr is not None:
+            candidates.append((tr.target, tr.sync_source, tr.sync_ms))
+        if cp is not None and cp.source <= offset:
+            candidates.append((cp.target, cp.sync_source, cp.ms))
+        current = target_committed.get((topic, partition), -1)
+        end = log_ends.get((topic, partition), 0)
+        if not candidates:
+            rows.append(Row(topic, partition, offset, origin, None, None, current, None, end, "none"))
+            continue
+        target, sync_point, _ = max(candidates)
+        sync_point = max(c[1] for c in candidates if c[0] == target)
+        taken = cp.ms if origin == "checkpoint" and cp is not None else max(c[2] for c in candidates)
+        age = max(0.0, (now_ms - taken) / 1000)
+        action = "commit" if target > current else "keep"
+        rows.append(Row(topic, partition, offset, origin, sync_point, target, current, age, end, action))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    lines = [ROW_FORMAT % HEADER]
+    for r in rows:
+        lines.append(
+            ROW_FORMAT
+            % (
+                r.topic,
+                r.partition,
+                r.source_offset,
+                r.source_from,
+                "-" if r.sync_point is None else r.sync_point,
+                "-" if r.translated is None else r.translated,
+                r.on_target if r.on_target >= 0 else "none",
+                "-" if r.age_s is None else f"{r.age_s:.0f}s",
+                r.log_end,
+                r.lag,
+                r.action,
+            )
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- command
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "failover",
+        help="show or apply a consumer group's translated offsets on the target (disaster recovery)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--source.config",
+        dest="source_config",
+        required=True,
+        metavar="FILE",
+        help="the mirror's consumer properties (its group.id names the sync data; the source's brokers)",
+    )
+    p.add_argument(
+        "--target.config",
+        dest="target_config",
+        required=True,
+        metavar="FILE",
+        help="the mirror's producer properties",
+    )
+    p.add_argument("--group", required=True, help="the application's consumer group")
+    p.add_argument("--apply", action="store_true", help="commit the translated offsets on the target")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="target request timeout (default 10)"
+    )
+    p.add_argument(
+        "--source.timeout",
+        dest="source_timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="how long to try the source before using the checkpoints (default 5)",
+    )
+    return p
+
+
+def _source_offsets(
+    settings: Mapping[str, str], group: str, timeout: float
+) -> dict[tuple[str, int], int] | None:
+    """The group's committed offsets on the source, or None when the source does not answer."""
+    conf = dict(admin_settings(settings))
+    conf["socket.connection.setup.timeout.ms"] = str(int(timeout * 1000))
+    try:
+        return committed_offsets(AdminClient({**conf, "logger": _quiet}), group, timeout)
+    except Exception:
+        return None
+
+
+def cmd_failover(a: argparse.Namespace) -> int:
+    source = load_client_config(a.source_config, "consumer", allow_unsafe=True)
+    target = load_client_config(a.target_config, "producer", allow_unsafe=True)
+    mirror = source.settings["group.id"]
+    group = a.group
+    where = target.settings.get("bootstrap.servers")
+    if group == mirror or group.startswith("__"):
+        raise FailoverError(
+            f"group {group!r} is the mirror's own or an internal group; it is never failed over", 2
+        )
+    try:
+        data = read_sync_data(target.settings, mirror, a.timeout)
+    except KafkaException as exc:
+        raise FailoverError(f"target cluster {where}: {exc.args[0].str()}", EXIT_TARGET) from None
+    if not len(data.store):
+        raise FailoverError(
+            f"no offset sync data for mirror group {mirror!r} on the target ({where}, topic {SYNC_TOPIC}); "
+            "run the mirror with --groups (and give its consumer file as --source.config)",
+            EXIT_NO_DATA,
+        )
+    live = _source_offsets(source.settings, group, a.source_timeout)
+    if live is not None:  # only partitions the mirror has sync points for
+        live = {k: v for k, v in live.items() if data.store.has(*k)}
+    if not live and not data.group_checkpoints(group):
+        why = "the source does not answer" if live is None else "it has no offsets on mirrored topics"
+        raise FailoverError(
+            f"unknown group {group!r}: no checkpoint of mirror {mirror!r} for it and {why}; check the name "
+            "and that it matches kmirror run --groups",
+            EXIT_NO_DATA,
+        )
+    if not live:
+        live = None  # the source answers but has nothing: use the checkpoints
+    admin = AdminClient({**admin_settings(target.settings), "logger": _quiet})
+    try:
+        state, members = group_activity(admin, group, a.timeout)
+        on_target = committed_offsets(admin, group, a.timeout)
+        parts = set(data.group_checkpoints(group)) | set(live or {})
+        probe = Consumer(probe_conf(target.settings), logger=_quiet)
+        try:
+            ends = true_ends(admin, probe, sorted(p for p in parts if data.store.has(*p)), a.timeout)
+        finally:
+            probe.close()
+    except KafkaException as exc:
+        raise FailoverError(f"target cluster {where}: {exc.args[0].str()}", EXIT_TARGET) from None
+    rows = build_rows(
+        data,
+        group,
+        source_committed=live,
+        target_committed=on_target,
+        log_ends=ends,
+        now_ms=int(time.time() * 1000),
+    )
+    active = is_active(state, members)
+    if a.apply and active:
+        raise FailoverError(
+            f"group {group!r} has {members} active member(s) on the target (state {state}); stop its "
+            "consumers there, then run again",
+            EXIT_ACTIVE,
+        )
+    applied = []
+    if a.apply:
+        applied = [TopicPartition(r.topic, r.partition, r.translated) for r in rows if r.action == "commit"]
+        if applied:
+            try:
+                fut = admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, applied)], request_timeout=a.timeout
+                )
+                fut[group].result()
+            except KafkaException as exc:
+                raise FailoverError(
+                    f"committing group {group!r} on the target ({where}): {exc.args[0].str()}", EXIT_TARGET
+                ) from None
+    result = {
+        "group": group,
+        "mirror": mirror,
+        "source": "reachable" if live is not None else "unreachable",
+        "target_state": state,
+        "active": active,
+        "applied": a.apply,
+        "committed": len(applied),
+        "partitions": [r.as_dict() for r in rows],
+        "untranslated": [f"{r.topic}/{r.partition}" for r in rows if r.translated is None],
+    }
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    origin = "read from the source" if live is not None else "source unreachable: from the last checkpoints"
+    print(f"group {group} (mirror {mirror}; offsets {origin}; on the target: state {state})")
+    print(table(rows))
+    if active:
+        print(f"note: the group has {members} active member(s) on the target; --apply would be refused")
+    if a.apply:
+        print(f"committed {len(applied)} partition(s) for group {group} on the target")
+    else:
+        print("(nothing changed; --apply commits the partitions marked commit)")
+    return 0
+
+
+def translated_lag(
+    target_conf: Mapping[str, str], mirror_file: str, group: str, topics: list[str] | None, timeout: float
+) -> list[PartitionLag]:
+    """`kmirror lag --translated-from F`: the group's translated position on the target, from the
+    mirror's checkpoints, as ConsumerOffsetChecker rows (Offset = the translated offset, or the group's
+    committed offset on the target when that is further)."""
+    from kmirror.lagcheck import LagError
+
+    mirror = load_client_config(mirror_file, "consumer", allow_unsafe=True).settings["group.id"]
+    try:
+        data = read_sync_data(target_conf, mirror, timeout)
+        admin = AdminClient({**dict(target_conf), "logger": _quiet})
+        on_target = committed_offsets(admin, group, timeout)
+        parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
+        probe = Consumer(probe_conf(target_conf), logger=_quiet)
+        try:
+            ends = true_ends(admin, probe, sorted(parts), timeout)
+        finally:
+            probe.close()
+    except KafkaException as exc:
+        raise LagError(f"target cluster: {exc.args[0].str()}") from None
+    rows = [
+        r
+        for r in build_rows(
+            data, group, source_committed=None, target_committed=on_target, log_ends=ends, now_ms=0
+        )
+        if topics is None or r.topic in topics
+    ]
+    if not rows:
+        raise LagError(f"mirror {mirror!r} has no checkpoint of group {group!r} on this cluster")
+    return [
+        PartitionLag(
+            group, r.topic, r.partition, r.committed_after, r.log_end, r.lag, f"translated:{r.action}"
+        )
+        for r in rows
+    ]
+
+
+COMMANDS = {"failover": cmd_failover}

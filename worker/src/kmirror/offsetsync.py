@@ -1,0 +1,288 @@
+"""Offset translation for failover: sync points and checkpoints, kept on the target cluster (pure logic).
+
+A **sync point** of a mirrored partition is a pair (source offset P, target offset E) taken by the
+stream that owns the partition at a commit point: the producers have been flushed (every record before
+the consumer's position P is acknowledged by the target) and no record of the partition at or after P
+has been produced yet. E is the target partition's end offset measured at that moment. Records are
+mirrored to the same partition number, in order (one producer per partition, idempotent), so:
+
+    every copy the mirror writes of a record with source offset >= P lands at a target offset >= E.
+
+That holds whoever else writes to the target partition (other writers only push mirrored records
+further) and with several workers (each stream writes sync points only for the partitions it owns, after
+its own flush). After a crash it needs one more rule: the crashed owner may have copied records past
+the committed offset, and the source may die before the new owner copies them again, so a new owner
+writes no sync point for a partition until its position has passed the source's end at its
+assignment (everything an earlier owner can have read); the earlier, valid points translate meanwhile.
+An end offset that a broker under-reports only makes E smaller: translation re-reads more, never skips.
+
+A consumer group that committed source offset C translates to the E of the sync point with the
+largest P <= C (the earlier point when C lies between two; of two points at one P, the smaller E):
+the failed-over group reads every record it had not committed; it re-reads at most the records from
+that sync point's P up to C (plus, when other writers wrote to the partition, their records after E).
+With P == C the translation is exact. Source offsets are never interpolated: compacted topics and
+transaction markers leave gaps in them.
+
+A **checkpoint** is a group's committed source offset C and its translation T at one moment, written by
+the group offset sync; ``kmirror failover`` uses them when the source cluster is gone.
+
+Both live in one compacted topic on the target, :data:`SYNC_TOPIC` (internal: kmirror never mirrors
+``__*`` topics, so a mirror running the other way after failback does not copy it back). Keys name the
+mirror (the mirror's consumer group id: unique per source cluster mirrored into one target), the topic
+and partition, and a *slot*: the latest sync point, plus one slot per level k and parity of
+P >> k, rewritten when a commit point crosses a multiple of 2**k. Compaction therefore keeps, for every
+k up to the highest power of two below the partition's offsets, a sync point between 2**k and 2**(k+1)
+source offsets behind the newest one; and every checkpoint is itself a valid sync point at its group's
+offset. A restarted sync still translates a group that lags far behind (coarsely, never skipping); the
+running sync keeps every sync point it read in memory and translates exactly to the last commit point
+before the group's offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+SYNC_TOPIC = "__kmirror-offset-syncs"
+SYNC_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+LATEST_SLOT = "latest"
+MAX_POINTS = 4096  # sync points kept in memory per partition; older ones are thinned out, never all dropped
+
+SYNC = "sync"
+CHECKPOINT = "checkpoint"
+
+
+@dataclass(frozen=True)
+class SyncPoint:
+    source: int  # P: the consumer's position at the commit point
+    target: int  # E: the target partition's end offset at that moment
+    ms: int  # wall clock time it was taken (ms since the epoch)
+    measured_at: int = -1  # a checkpoint's point: the P its target was measured at (-1: this point's own)
+
+    @property
+    def basis(self) -> int:
+        """The source offset the target offset was measured at: records from here are read again."""
+        return self.source if self.measured_at < 0 else self.measured_at
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A source offset translated: target offset and the sync point it came from."""
+
+    source: int  # the group's committed source offset C
+    target: int  # the target offset to commit (T)
+    sync_source: int  # the source offset the target offset was measured at (C - it records may be read again)
+    sync_ms: int
+
+    @property
+    def rereads(self) -> int:
+        """At most this many records before C are read again (without other writers on the target)."""
+        return self.source - self.sync_source
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    group: str
+    topic: str
+    partition: int
+    source: int  # the group's committed offset on the source (C)
+    target: int  # its translation (T): every mirrored record at or after C is at or after T
+    sync_source: int  # P of the sync point used
+    ms: int  # when it was computed
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+def sync_slots(previous: int | None, position: int) -> list[str]:
+    """The keys' slots a new sync point at `position` is written to, given the previous commit's position
+    of the same partition by the same stream (None: unknown, e.g. after a restart)."""
+    slots = [LATEST_SLOT]
+    if previous is None or previous >= position:
+        return slots
+    k = 1
+    while (previous >> k) != (position >> k):
+        slots.append(f"{k}.{(position >> k) & 1}")
+        k += 1
+    return slots
+
+
+def sync_record(mirror: str, topic: str, partition: int, slot: str, point: SyncPoint) -> tuple[bytes, bytes]:
+    key = json.dumps([SYNC, mirror, topic, partition, slot], separators=(",", ":")).encode()
+    value = json.dumps({"s": point.source, "t": point.target, "ms": point.ms}, separators=(",", ":"))
+    return key, value.encode()
+
+
+def checkpoint_record(mirror: str, cp: Checkpoint) -> tuple[bytes, bytes]:
+    key = json.dumps([CHECKPOINT, mirror, cp.group, cp.topic, cp.partition], separators=(",", ":")).encode()
+    value = {"c": cp.source, "t": cp.target, "p": cp.sync_source, "ms": cp.ms}
+    return key, json.dumps(value, separators=(",", ":")).encode()
+
+
+def parse_record(key: bytes | None, value: bytes | None) -> tuple[str, str, object] | None:
+    """(kind, mirror, SyncPoint with its topic and partition | Checkpoint), or None for anything else
+    (tombstones, records of a newer format)."""
+    if key is None or value is None:
+        return None
+    try:
+        k = json.loads(key)
+        v = json.loads(value)
+        if k[0] == SYNC:
+            _, mirror, topic, partition, _slot = k
+            return (
+                SYNC,
+                mirror,
+                (str(topic), int(partition), SyncPoint(int(v["s"]), int(v["t"]), int(v["ms"]))),
+            )
+        if k[0] == CHECKPOINT:
+            _, mirror, group, topic, partition = k
+            cp = Checkpoint(
+                str(group), str(topic), int(partition), int(v["c"]), int(v["t"]), int(v["p"]), int(v["ms"])
+            )
+            return CHECKPOINT, mirror, cp
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return None
+
+
+# ------------------------------------------------------------------------------------------ store
+
+
+class SyncStore:
+    """Sync points per partition; translates source offsets (never past an unread record)."""
+
+    def __init__(self, max_points: int = MAX_POINTS) -> None:
+        self.max_points = max_points
+        self._sources: dict[tuple[str, int], list[int]] = {}
+        self._points: dict[tuple[str, int], list[SyncPoint]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._points.values())
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._points)
+
+    def has(self, topic: str, partition: int) -> bool:
+        return bool(self._points.get((topic, partition)))
+
+    def add(self, topic: str, partition: int, point: SyncPoint) -> None:
+        key = (topic, partition)
+        sources = self._sources.setdefault(key, [])
+        points = self._points.setdefault(key, [])
+        i = bisect.bisect_left(sources, point.source)
+        if i < len(sources) and sources[i] == point.source:
+            # Two points at one source offset: keep the smaller target. A point taken when a partition is
+            # assigned again after a crash can have a target past copies the crashed owner made; the
+            # earlier point at that offset cannot.
+            if point.target < points[i].target:
+                points[i] = point
+            return
+        sources.insert(i, point.source)
+        points.insert(i, point)
+        if len(points) > self.max_points:
+            self._thin(key)
+
+    def _thin(self, key: tuple[str, int]) -> None:
+        """Keep the newest half, and every other point of the older half."""
+        points = self._points[key]
+        half = len(points) // 2
+        kept = points[:half:2] + points[half:]
+        self._points[key] = kept
+        self._sources[key] = [p.source for p in kept]
+
+    def latest(self, topic: str, partition: int) -> SyncPoint | None:
+        points = self._points.get((topic, partition))
+        return points[-1] if points else None
+
+    def translate(self, topic: str, partition: int, offset: int) -> Translation | None:
+        """The largest target offset of any sync point at or before `offset`; None when there is none."""
+        key = (topic, partition)
+        sources = self._sources.get(key)
+        if not sources or offset < 0:
+            return None
+        i = bisect.bisect_right(sources, offset)
+        if i == 0:
+            return None
+        best = self._points[key][i - 1]  # the last sync point at or before the offset
+        return Translation(offset, best.target, best.basis, best.ms)
+
+
+@dataclass
+class SyncData:
+    """Everything one mirror has on the target: its sync points and the checkpoints of its groups."""
+
+    store: SyncStore
+    checkpoints: dict[tuple[str, str, int], Checkpoint]  # (group, topic, partition)
+
+    @classmethod
+    def empty(cls) -> SyncData:
+        return cls(SyncStore(), {})
+
+    def add_record(self, mirror: str, key: bytes | None, value: bytes | None) -> None:
+        parsed = parse_record(key, value)
+        if parsed is None or parsed[1] != mirror:
+            return
+        kind, _, item = parsed
+        if kind == SYNC:
+            topic, partition, point = item  # type: ignore[misc]
+            self.store.add(topic, partition, point)
+        else:
+            cp: Checkpoint = item  # type: ignore[assignment]
+            # A checkpoint is a valid sync point too (its target is a translation of its source offset):
+            # it keeps a lagging group translatable after compaction dropped older sync points.
+            self.store.add(cp.topic, cp.partition, SyncPoint(cp.source, cp.target, cp.ms, cp.sync_source))
+            key_ = (cp.group, cp.topic, cp.partition)
+            old = self.checkpoints.get(key_)
+            if old is None or cp.ms >= old.ms:
+                self.checkpoints[key_] = cp
+
+    def group_checkpoints(self, group: str) -> dict[tuple[str, int], Checkpoint]:
+        return {(t, p): cp for (g, t, p), cp in self.checkpoints.items() if g == group}
+
+
+# ------------------------------------------------------------------------------------------ group sync
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What the group offset sync does for one partition of one group."""
+
+    topic: str
+    partition: int
+    translation: Translation
+    current: int  # the group's committed offset on the target now (-1: none)
+
+    @property
+    def moves(self) -> bool:
+        return self.translation.target > self.current
+
+
+def plan_commits(
+    store: SyncStore,
+    source_committed: Mapping[tuple[str, int], int],
+    target_committed: Mapping[tuple[str, int], int],
+) -> tuple[list[Commit], list[tuple[str, int]]]:
+    """Translate a group's committed source offsets. Returns every translation (whether it moves the
+    group forward on the target or not: a group is never moved backwards) and the partitions that have
+    no sync point at or before the group's offset yet."""
+    commits, untranslated = [], []
+    for (topic, partition), offset in sorted(source_committed.items()):
+        if offset < 0:
+            continue
+        tr = store.translate(topic, partition, offset)
+        if tr is None:
+            if store.has(topic, partition):
+                untranslated.append((topic, partition))
+            continue
+        commits.append(Commit(topic, partition, tr, target_committed.get((topic, partition), -1)))
+    return commits, untranslated
+
+
+def is_internal_group(group: str, mirror_groups: Iterable[str]) -> bool:
+    """Groups never synced: the mirrors' own groups and internal ones (``__*``)."""
+    return group in set(mirror_groups) or group.startswith("__")

@@ -1,0 +1,258 @@
+"""Offset translation (kmirror.offsetsync, kmirror.failover.build_rows): pure logic, no network.
+
+The central property is checked against a model of a mirrored partition: source offsets with gaps
+(compaction, transaction markers), other writers on the target, crashes that re-write records since the
+last commit, and sync points taken exactly as the engine takes them (the consumer's position and the
+target's end at a commit point, or at an assignment). For every group offset C the translation T never
+skips a record: every record with source offset >= C has a copy at a target offset >= T.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from kmirror.errors import ConfigError
+from kmirror.failover import build_rows
+from kmirror.offsetsync import (
+    LATEST_SLOT,
+    Checkpoint,
+    SyncData,
+    SyncPoint,
+    SyncStore,
+    checkpoint_record,
+    is_internal_group,
+    parse_record,
+    plan_commits,
+    sync_record,
+    sync_slots,
+)
+from kmirror.plan import MirrorOptions, build_plan
+
+Moment = tuple[list[tuple[int, int]], dict[int, int]]
+
+
+def simulate(seed: int) -> tuple[list[int], list[Moment]]:
+    """One source partition mirrored with crashes and other writers.
+
+    Returns the source offsets and, after every step, what a failover could see if the source died
+    right then: the sync points (P, E) written so far and, per source offset copied so far, the
+    greatest target offset holding a copy. A crash does not mean the records since the last commit are
+    copied again: the source may die before the restarted mirror gets to them."""
+    rng = random.Random(seed)
+    source, o = [], rng.randrange(0, 50)
+    for _ in range(rng.randrange(50, 400)):
+        source.append(o)
+        o += 1 if rng.random() < 0.8 else rng.randrange(2, 6)  # gaps: compaction, markers
+    target: list[int] = [-1] * rng.randrange(0, 20)  # unrelated records already there
+    syncs: list[tuple[int, int]] = []
+    copies: dict[int, int] = {}
+    moments: list[Moment] = []
+    committed = 0  # index into source of the next record to mirror (the group's committed position)
+    ever_committed = False
+    hold = 0
+    position = committed
+    syncs.append((source[0], len(target)))  # first assignment: where reading starts -> the target end
+    while position < len(source):
+        for _ in range(rng.randrange(1, 30)):  # a batch
+            if position >= len(source):
+                break
+            copies[source[position]] = len(target)
+            target.append(source[position])
+            position += 1
+            if rng.random() < 0.1:
+                target.append(-1)  # another writer
+        r = rng.random()
+        if r < 0.6:  # commit point: flushed, the next record is not produced yet
+            nxt = source[position] if position < len(source) else source[-1] + 1
+            if nxt >= hold:  # past everything an earlier owner can have copied (the engine's rule)
+                syncs.append((nxt, len(target)))
+            committed = position
+            ever_committed = True
+        elif r < 0.75:  # crash: back to the last commit; the new owner holds until past what was read
+            position = committed
+            hold = max(copies) + 1  # the engine takes the source's end, which is at least this
+            if not ever_committed:  # a fresh partition's assignment point (the engine's rule)
+                syncs.append((source[position], len(target)))
+        moments.append((list(syncs), dict(copies)))
+    return source, moments
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_translation_never_skips_a_record(seed):
+    """At every moment (the source may die at any time), no translation skips a copied record."""
+    source, moments = simulate(seed)
+    rng = random.Random(seed)
+    for syncs, copies in moments:
+        store = SyncStore()
+        for p, e in syncs:
+            store.add("t", 0, SyncPoint(p, e, 0))
+        for c in {*rng.sample(range(source[0], source[-1] + 2), 8), source[0], source[-1] + 1}:
+            tr = store.translate("t", 0, c)
+            assert tr is not None
+            assert tr.sync_source <= c
+            for s_off, t_off in copies.items():
+                if s_off >= c:
+                    assert t_off >= tr.target, (
+                        f"seed {seed}: offset {s_off} (at {t_off}) skipped by C={c} -> {tr}"
+                    )
+
+
+def test_exact_at_a_sync_point_and_the_earlier_point_between_two():
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(100, 130, 1))
+    store.add("t", 0, SyncPoint(200, 230, 2))
+    assert store.translate("t", 0, 200).target == 230  # exact
+    between = store.translate("t", 0, 199)
+    assert between.target == 130 and between.rereads == 99  # the earlier point, never interpolated
+    assert store.translate("t", 0, 99) is None  # before every sync point: no translation
+    assert store.translate("t", 1, 150) is None
+
+
+def test_the_smaller_target_of_one_source_offset_wins_and_the_last_point_before_translates():
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(10, 20, 1))  # a fresh partition's first assignment
+    store.add("t", 0, SyncPoint(10, 25, 2))  # assigned again after a crash: copies at 20-24 may exist
+    assert store.translate("t", 0, 10).target == 20
+    store.add("t", 0, SyncPoint(30, 50, 3))
+    assert store.translate("t", 0, 29).target == 20  # the last point at or before the offset
+    assert store.translate("t", 0, 31).target == 50
+
+
+def test_thinning_bounds_memory_and_keeps_old_points():
+    store = SyncStore(max_points=100)
+    for i in range(1000):
+        store.add("t", 0, SyncPoint(i * 10, i * 10 + 7, i))
+    assert len(store) <= 100
+    assert store.translate("t", 0, 5) is None or store.translate("t", 0, 5).target <= 7
+    assert store.translate("t", 0, 9990).target == 9997  # the newest stay
+    old = store.translate("t", 0, 1234)
+    assert old is not None and old.target <= 1237  # coarser, never past
+
+
+def test_slots_keep_points_at_growing_distances_after_compaction():
+    """What compaction keeps (the last value per key) still translates, coarsely, every offset."""
+    assert sync_slots(None, 100) == [LATEST_SLOT]
+    assert sync_slots(5, 9) == [LATEST_SLOT, "1.0", "2.0", "3.1"]
+    assert sync_slots(9, 9) == [LATEST_SLOT]
+    compacted: dict[str, SyncPoint] = {}
+    previous = None
+    for position in range(0, 100_000, 37):
+        for slot in sync_slots(previous, position):
+            compacted[slot] = SyncPoint(position, position + 1000, 0)
+        previous = position
+    assert len(compacted) < 40
+    store = SyncStore()
+    for point in compacted.values():
+        store.add("t", 0, point)
+    head = previous
+    for lag in (50, 500, 5_000, 30_000):  # the slots reach back to the highest power of two below head
+        tr = store.translate("t", 0, head - lag)
+        assert tr is not None and tr.target <= head - lag + 1000  # never past
+        assert tr.rereads <= 2 * lag + 37  # within about the group's lag behind the newest point
+    assert store.translate("t", 0, head - 50_000) is None
+    # A group that lags further has its own checkpoint, which is a sync point too.
+    data = SyncData(store, {})
+    key, value = checkpoint_record("m", Checkpoint("g", "t", 0, head - 50_000, head - 49_000, 0, 0))
+    data.add_record("m", key, value)
+    assert store.translate("t", 0, head - 50_000).target == head - 49_000
+
+
+def test_records_round_trip_and_foreign_or_bad_records_are_ignored():
+    key, value = sync_record("mirror-east", "orders", 3, "2.1", SyncPoint(10, 20, 30))
+    assert parse_record(key, value) == ("sync", "mirror-east", ("orders", 3, SyncPoint(10, 20, 30)))
+    cp = Checkpoint("app", "orders", 3, 15, 20, 10, 40)
+    ck, cv = checkpoint_record("mirror-east", cp)
+    assert parse_record(ck, cv) == ("checkpoint", "mirror-east", cp)
+    assert parse_record(b"garbage", b"{}") is None
+    assert parse_record(key, None) is None  # tombstone
+    data = SyncData.empty()
+    data.add_record("mirror-west", key, value)  # another mirror's data
+    data.add_record("mirror-east", ck, cv)
+    assert data.group_checkpoints("app") == {("orders", 3): cp}
+    assert data.store.translate("orders", 3, 10) is None  # mirror-west's sync point was not taken
+    assert data.store.translate("orders", 3, 15).target == 20  # the checkpoint is a sync point
+
+
+def test_group_sync_plan_never_moves_a_group_backwards():
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(100, 150, 1))
+    store.add("t", 1, SyncPoint(100, 150, 1))
+    store.add("t", 2, SyncPoint(100, 150, 1))
+    commits, untranslated = plan_commits(
+        store, {("t", 0): 120, ("t", 1): 120, ("t", 2): 50, ("u", 0): 9}, {("t", 1): 160}
+    )
+    by = {(c.topic, c.partition): c for c in commits}
+    assert by[("t", 0)].moves and by[("t", 0)].translation.target == 150
+    assert not by[("t", 1)].moves  # already further on the target
+    assert untranslated == [("t", 2)]  # behind the first sync point; ("u", 0) is not mirrored
+
+
+def test_internal_and_mirror_groups_are_never_synced():
+    assert is_internal_group("mirror", ["mirror"])
+    assert is_internal_group("__kmirror-probe", [])
+    assert not is_internal_group("payments", ["mirror"])
+
+
+def test_failover_rows_from_checkpoints_and_from_the_live_source():
+    data = SyncData.empty()
+    data.store.add("t", 0, SyncPoint(100, 150, 1_000))
+    data.store.add("t", 0, SyncPoint(200, 260, 2_000))
+    data.store.add("t", 1, SyncPoint(100, 150, 1_000))
+    data.checkpoints[("g", "t", 0)] = Checkpoint("g", "t", 0, 210, 260, 200, 5_000)
+    data.checkpoints[("g", "t", 1)] = Checkpoint("g", "t", 1, 90, 140, 80, 5_000)
+    rows = build_rows(
+        data,
+        "g",
+        source_committed=None,
+        target_committed={("t", 1): 10},
+        log_ends={("t", 0): 300},
+        now_ms=15_000,
+    )
+    r0, r1 = rows
+    assert (r0.source_from, r0.translated, r0.sync_point, r0.action, r0.lag) == (
+        "checkpoint",
+        260,
+        200,
+        "commit",
+        40,
+    )
+    assert r0.age_s == 10.0
+    # Offset 90 lies before every sync point, but its checkpoint was translated while older points existed.
+    assert (r1.translated, r1.action) == (140, "commit")
+    live = build_rows(
+        data,
+        "g",
+        source_committed={("t", 0): 150, ("x", 0): 5},
+        target_committed={("t", 0): 999},
+        log_ends={},
+        now_ms=3_000,
+    )
+    assert [(r.topic, r.source_from, r.translated, r.action) for r in live] == [("t", "source", 150, "keep")]
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_plan_groups_options(tmp_path):
+    consumer = write(tmp_path / "east.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=kmirror-east\n")
+    producer = write(tmp_path / "producer.properties", "bootstrap.servers=127.0.0.1:2\n")
+    plain = build_plan(MirrorOptions([consumer], producer, include=".*", num_streams=2))
+    assert not plain.group_syncs() and not any(s.offset_syncs for s in plain.stream_specs())
+    plan = build_plan(
+        MirrorOptions([consumer], producer, include=".*", num_streams=2, groups="app.*,billing")
+    )
+    assert all(s.offset_syncs for s in plan.stream_specs())
+    (sync,) = plan.group_syncs()
+    assert sync.mirror == "kmirror-east" and sync.interval_ms == 60_000
+    assert sync.groups.matches("billing") and not sync.groups.matches("__consumer")
+    with pytest.raises(ConfigError, match="--groups"):
+        build_plan(MirrorOptions([consumer], producer, include=".*", groups="app(("))
+    with pytest.raises(ConfigError, match=r"--sync\.group\.offsets\.interval\.ms"):
+        build_plan(
+            MirrorOptions([consumer], producer, include=".*", groups="a", sync_group_offsets_interval_ms=0)
+        )
