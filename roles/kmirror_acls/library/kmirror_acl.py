@@ -76,6 +76,7 @@ to_delete:
   returned: always
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -173,6 +174,23 @@ def main() -> None:
             exception=IMPORT_ERROR,
         )
     conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in p["admin_config"].items()}
+    # Files the admin settings name (ssl.ca.location, ...) are usually deployed by kmirror_config in the
+    # same play: in check mode they may not exist yet.
+    missing = [k for k, v in sorted(conf.items()) if k.endswith(".location") and not os.path.exists(v)]
+    if missing:
+        if module.check_mode:
+            result["to_create"] = result["bindings"]
+            result["changed"] = bool(wanted) and p["state"] == "present"
+            module.exit_json(
+                msg=f"check mode: the file of admin_config {', '.join(missing)} is not deployed yet; "
+                "bindings computed, the cluster was not contacted",
+                **result,
+            )
+        module.fail_json(
+            msg=f"admin_config: the file {missing[0]} names does not exist on this host; deploy it first "
+            "(kmirror_config deploys /etc/kmirror/<source>/<side>-ca.pem) or correct the path",
+            **result,
+        )
     try:
         admin = AdminClient(conf)
         have = existing(admin, p["principal"], p["timeout"])
