@@ -308,14 +308,16 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     producer = (
         load_client_config(a.producer_config, "producer", allow_unsafe=True) if a.producer_config else None
     )
-    consumers = [load_client_config(p, "consumer", allow_unsafe=True) for p in a.consumer_configs]
-    check_one_kerberos_principal([*([producer] if producer else []), *consumers])
-    reports = []
-    for n, cfg in zip(source_names(a.consumer_configs), consumers, strict=True):
+    consumers: list[ClientConfig] = []
+    reports: list[dict[str, object]] = []
+    for n, path in zip(source_names(a.consumer_configs), a.consumer_configs, strict=True):
+        cfg = load_client_config(path, "consumer", allow_unsafe=True)
         topics = topic_filter(cfg, a.include, a.exclude)
         if topics is None:
             cfg.notes.append("no topic filter: kmirror run needs --whitelist REGEX (or --blacklist)")
+        consumers.append(cfg)
         reports.append(_report(cfg, n, topics))
+    check_one_kerberos_principal([*([producer] if producer else []), *consumers])
     if producer:
         reports.append(_report(producer, None))
     unsafe = [u for r in reports for u in r["unsafe"]]  # type: ignore[attr-defined]
