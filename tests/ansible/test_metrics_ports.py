@@ -32,12 +32,12 @@ def test_positions_count_over_the_whole_list_not_the_sources_a_run_touches():
     assert ports(sources, BASE)["north"] == ports(sources[:3], BASE)["north"] == 9572
 
 
-def test_no_base_means_only_explicit_ports():
-    assert ports([{"name": "east"}, {"name": "west", "metrics_port": "9600"}], None) == {
+@pytest.mark.parametrize("base", [0, "0", None, ""])
+def test_base_0_means_only_explicit_ports(base):
+    assert ports([{"name": "east"}, {"name": "west", "metrics_port": "9600"}], base) == {
         "east": None,
         "west": 9600,
     }
-    assert ports([{"name": "east"}], "") == {"east": None}
 
 
 @pytest.mark.parametrize(

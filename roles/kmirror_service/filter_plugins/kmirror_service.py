@@ -18,10 +18,10 @@ def _port(value: object, where: str) -> int:
 def kmirror_metrics_ports(sources: list[dict], base: object = None) -> dict[str, int | None]:
     """The --metrics.port of each instance (source name -> port, None: no metrics).
 
-    A source's own metrics_port wins; otherwise base + the source's position in the list (base empty:
-    none). Every instance of a host runs from the same list, so the ports must all differ.
+    A source's own metrics_port wins; otherwise base + the source's position in the list (base 0 or
+    empty: none). Every instance of a host runs from the same list, so the ports must all differ.
     """
-    use_base = base not in (None, "", False)
+    use_base = base not in (None, "", False) and str(base).strip() != "0"
     if use_base:
         base_port = _port(base, "kmirror_service_metrics_port_base")
     ports: dict[str, int | None] = {}
