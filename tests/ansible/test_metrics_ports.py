@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from conftest import ROLES, load_module
+from conftest import ROLES, ROOT, load_module
 from test_templates import exec_start, source
 
 ports = load_module(
@@ -77,3 +77,9 @@ def test_the_port_is_on_the_instance_command_line(render):
 @pytest.mark.parametrize("port", [None, ""])
 def test_no_port_no_option(render, port):
     assert "--metrics.port" not in exec_start(render, source(), kmirror_metrics_port=port)
+
+
+def test_inventory_example_gives_each_instance_its_own_port():
+    inv = yaml.safe_load((ROOT / "inventory.example").read_text())
+    sources = inv["all"]["children"]["kmirror_workers"]["vars"]["kmirror_source_clusters"]
+    assert ports(sources, BASE) == {"east": 9570, "west": 9571}
