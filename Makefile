@@ -57,7 +57,7 @@ integration: install
 # Everything CI runs (.ci/run). Each test tree has its own conftest.py, imported by name: one pytest run each. Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
 # systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
 test: install ansible-install terraform-install lint lint-ansible
-	$(BIN)/pytest -q --timeout 900 worker/tests tests/hosts
+	$(BIN)/pytest -q -n 2 --dist loadfile --timeout 1800 worker/tests tests/hosts
 	$(BIN)/pytest -q --timeout 900 tests/ansible
 	$(BIN)/pytest -q --timeout 900 tests/terraform
 	$(MAKE) molecule

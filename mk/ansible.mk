@@ -1,6 +1,7 @@
 # Deployment toolkit (roles/, playbooks/, templates/, molecule/): included by the Makefile after its
 # VENV/BIN/STAMP definitions. Targets:
-#   make ansible-install   ansible-core, ansible-lint, molecule, testinfra into the project venv
+#   make ansible-install   ansible-core, ansible-lint, molecule, testinfra into the project venv, and
+#                          promtool (checks monitoring/prometheus/ in tests/ansible/test_monitoring.py)
 #   make lint-ansible      ansible-lint, production profile (its yaml rule runs yamllint's checks)
 #   make test-ansible      fast tests (tests/ansible, no hosts): templates, plugins, inventory.example, and
 #                          the modules against embedded brokers (kmirror.embedded)
@@ -22,7 +23,17 @@ $(ANSIBLE_STAMP): requirements-ansible.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-ansible.txt
 	touch $@
 
-ansible-install: $(ANSIBLE_STAMP)
+# promtool from Debian's prometheus package (apt-get download, unpacked into the venv): installing the
+# package itself would also start a Prometheus server on this machine. A promtool on PATH is used as is.
+PROMTOOL := $(BIN)/promtool
+$(PROMTOOL):
+	@if command -v promtool >/dev/null; then ln -sf "$$(command -v promtool)" $@; else \
+		d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && cd "$$d" && \
+		{ apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; } && \
+		dpkg-deb -x prometheus_*.deb x && install -m 0755 x/usr/bin/promtool $(abspath $@); fi
+	$@ --version | head -1
+
+ansible-install: $(ANSIBLE_STAMP) $(PROMTOOL)
 
 lint-ansible: ansible-install
 	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline $(ANSIBLE_LINT_PATHS)

@@ -165,3 +165,32 @@ def test_module_reports_a_pattern_it_cannot_grant(capsys, monkeypatch):
         acl_module, {"side": "target", "principal": "User:m", "whitelist": "a[0-9]"}, capsys, monkeypatch
     )
     assert out["failed"] is True and "acl_topic_patterns" in out["msg"]
+
+
+def test_module_in_check_mode_with_a_ca_not_deployed_yet_only_computes(capsys, monkeypatch, tmp_path):
+    """The runbook's preview (--check) of a new TLS source: kmirror_config has not written the CA the
+    admin settings name; the plan is shown without contacting the cluster."""
+    ca = tmp_path / "north" / "consumer-ca.pem"
+    args = {
+        "side": "source",
+        "principal": "User:m",
+        "whitelist": "orders.*",
+        "group": "g",
+        "admin_config": {
+            "bootstrap.servers": "127.0.0.1:1",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca),
+        },
+    }
+    preview = {**args, "_ansible_check_mode": True, "files_may_be_missing": True}
+    out = run_module(acl_module, preview, capsys, monkeypatch)
+    assert out["changed"] is True and out["to_create"] == out["bindings"] and len(out["bindings"]) == 4
+    assert "admin_config ssl.ca.location is not deployed yet" in out["msg"] and "not contacted" in out["msg"]
+    # Applied for real, or as the role's dry run (check mode in a play that applies everything else, where
+    # kmirror_config has already deployed the files): a missing file is one clear failure naming the key.
+    for real in (args, {**args, "_ansible_check_mode": True}):
+        out = run_module(acl_module, real, capsys, monkeypatch)
+        assert out["failed"] is True
+        assert out["msg"].startswith(
+            "admin_config: the file ssl.ca.location names does not exist on this host;"
+        )

@@ -312,13 +312,14 @@ def systemd_split(line: str) -> list[str]:
     return [a.replace("%%", "%").replace("$$", "$") for a in out]
 
 
-def exec_start(render, src):
+def exec_start(render, src, **extra):
     text = render(
         "kmirror-instance.conf.j2",
         kmirror_source=src,
         kmirror_bin="/opt/kmirror/venv/bin/kmirror",
         kmirror_conf_dir="/etc/kmirror",
         kmirror_log_level="INFO",
+        **extra,
     )
     lines = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")]
     assert lines[0] == "ExecStart="

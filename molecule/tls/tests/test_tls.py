@@ -6,6 +6,8 @@ import json
 import logging
 import os
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,45 @@ def test_a_client_without_certificate_is_refused():
     )
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
+
+
+# --- after side_effect.yml: the source south added with the runbook, and every instance's metrics port ---
+
+# kmirror_service_metrics_port_base (9570) + the source's position in kmirror_source_clusters.
+METRICS_PORTS = {"east": 9570, "south": 9571}
+
+
+def test_the_source_added_with_the_runbook_runs(host):
+    svc = host.service("kmirror@south")
+    assert svc.is_running and svc.is_enabled
+    dropin = host.file("/etc/systemd/system/kmirror@south.service.d/10-kmirror.conf").content_string
+    assert "--metrics.port 9571" in dropin
+    assert host.file("/etc/kmirror/south/consumer-ca.pem").mode == 0o644
+
+
+def scrape(url: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            totals[s.name] = totals.get(s.name, 0.0) + s.value
+    return totals
+
+
+@pytest.mark.parametrize("source", sorted(METRICS_PORTS))
+def test_each_instance_answers_on_its_metrics_port_from_another_host(host, source):
+    """Prometheus scrapes from elsewhere: the controller reads each instance's /metrics over the network."""
+    port = METRICS_PORTS[source]
+    address = host.ansible.get_variables()["ansible_host"]
+    deadline = time.monotonic() + 60
+    while True:  # a stream reports its counters after its first batch; south mirrored its 30 records
+        totals = scrape(f"http://{address}:{port}/metrics")
+        wanted = 30 if source == "south" else 0
+        if "kmirror_commits_total" in totals and totals.get("kmirror_records_out_total", 0) >= wanted:
+            break
+        assert time.monotonic() < deadline, f"kmirror@{source} on {address}:{port}: {totals}"
+        time.sleep(2)
+    assert totals.get("kmirror_send_errors_total", 0) == 0

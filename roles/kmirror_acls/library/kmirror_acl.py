@@ -61,6 +61,12 @@ options:
     description: Seconds per admin request.
     type: float
     default: 30
+  files_may_be_missing:
+    description: In check mode, a file named by an admin_config C(*.location) key that does not exist yet
+      (deployed later in the same play, e.g. the CA by kmirror_config) skips the cluster and reports every
+      binding as to be created. Otherwise such a file fails the task.
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -78,6 +84,7 @@ to_delete:
   returned: always
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -150,6 +157,7 @@ def main() -> None:
             "admin_config": {"type": "dict", "no_log": True},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
             "timeout": {"type": "float", "default": 30.0},
+            "files_may_be_missing": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -175,6 +183,23 @@ def main() -> None:
             exception=IMPORT_ERROR,
         )
     conf = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in p["admin_config"].items()}
+    # Files the admin settings name (ssl.ca.location, ...) are usually deployed by kmirror_config earlier in
+    # the same play: in a check-mode play (files_may_be_missing) they may not exist yet.
+    missing = [k for k, v in sorted(conf.items()) if k.endswith(".location") and not os.path.exists(v)]
+    if missing:
+        if module.check_mode and p["files_may_be_missing"]:
+            result["to_create"] = result["bindings"]
+            result["changed"] = bool(wanted) and p["state"] == "present"
+            module.exit_json(
+                msg=f"check mode: the file of admin_config {', '.join(missing)} is not deployed yet; "
+                "bindings computed, the cluster was not contacted",
+                **result,
+            )
+        module.fail_json(
+            msg=f"admin_config: the file {missing[0]} names does not exist on this host; deploy it first "
+            "(kmirror_config deploys /etc/kmirror/<source>/<side>-ca.pem) or correct the path",
+            **result,
+        )
     try:
         admin = AdminClient(conf)
         have = existing(admin, p["principal"], p["timeout"])

@@ -97,6 +97,7 @@ locals {
       stats_interval_ms         = s.stats_interval_ms
       replication_factor        = s.replication_factor
       log_level                 = s.log_level
+      metrics_port              = s.metrics_port
     } : k => v if v != null && v != "" },
     local.security[s.name],
     { for k, v in { consumer_properties = s.consumer_properties } : k => v if length(v) > 0 },

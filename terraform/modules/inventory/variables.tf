@@ -184,7 +184,8 @@ variable "source_clusters" {
     "kmirror-<name>"; when replacing MirrorMaker give its group.id to resume from its offsets),
     whitelist and/or blacklist (Java regex lists, as MirrorMaker's --whitelist/--blacklist), and
     optionally num_streams, num_producers, queue_size, offset_commit_interval_ms,
-    topic_refresh_interval_ms, stats_interval_ms, replication_factor, log_level, consumer_properties,
+    topic_refresh_interval_ms, stats_interval_ms, replication_factor, log_level, metrics_port (its
+    Prometheus port; default 9570 + its position), consumer_properties,
     and the same security and ACL keys as target_cluster (secrets as Ansible variable names).
   EOT
   type = list(object({
@@ -201,6 +202,7 @@ variable "source_clusters" {
     stats_interval_ms         = optional(number)
     replication_factor        = optional(number)
     log_level                 = optional(string)
+    metrics_port              = optional(number)
     security_protocol         = optional(string, "PLAINTEXT")
     sasl_mechanism            = optional(string)
     sasl_username             = optional(string)

@@ -12,6 +12,7 @@ from typing import NoReturn
 from kmirror import __version__, audit, failover, kerberos, lagcheck, safety, translation
 from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError, KmirrorError
+from kmirror.filters import TopicFilter
 from kmirror.plan import (
     DEFAULT_NUM_PRODUCERS,
     DEFAULT_QUEUE_SIZE,
@@ -19,6 +20,7 @@ from kmirror.plan import (
     build_plan,
     check_process,
     source_names,
+    topic_filter,
 )
 
 EXIT_UNSAFE = 1
@@ -315,7 +317,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     return runner.run(plan.stream_specs(), a.log_level, a.metrics_port, group_syncs=plan.group_syncs())
 
 
-def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
+def _report(cfg: ClientConfig, name: str | None, topics: TopicFilter | None = None) -> dict[str, object]:
     return {
         "file": cfg.origin,
         "role": cfg.role,
@@ -323,8 +325,9 @@ def _report(cfg: ClientConfig, name: str | None) -> dict[str, object]:
         "settings": cfg.masked(),
         "notes": cfg.notes,
         "unsafe": [v.render() for v in cfg.violations],
-        "include": cfg.include,
-        "exclude": cfg.exclude,
+        # The topic filter `run` would use for this source (command line first, then the file).
+        "include": topics.include if topics else None,
+        "exclude": topics.exclude if topics else None,
         "verdict": "SAFE" if cfg.safe else "UNSAFE",
     }
 
@@ -336,13 +339,24 @@ def cmd_check_config(a: argparse.Namespace) -> int:
             key="--consumer.config/--producer.config",
             fix="give at least one consumer or producer properties file",
         )
-    configs = [load_client_config(p, "consumer", allow_unsafe=True) for p in a.consumer_configs]
-    reports = [_report(c, n) for n, c in zip(source_names(a.consumer_configs), configs, strict=True)]
-    if a.producer_config:
-        configs.append(load_client_config(a.producer_config, "producer", allow_unsafe=True))
-        reports.append(_report(configs[-1], None))
+    # The same checks as `run` (build_plan), in the same order (producer first), except that unsafe
+    # settings are reported, not refused.
+    producer = (
+        load_client_config(a.producer_config, "producer", allow_unsafe=True) if a.producer_config else None
+    )
+    consumers: list[ClientConfig] = []
+    reports: list[dict[str, object]] = []
+    for n, path in zip(source_names(a.consumer_configs), a.consumer_configs, strict=True):
+        cfg = load_client_config(path, "consumer", allow_unsafe=True)
+        topics = topic_filter(cfg, a.include, a.exclude)
+        if topics is None:
+            cfg.notes.append("no topic filter: kmirror run needs --whitelist REGEX (or --blacklist)")
+        consumers.append(cfg)
+        reports.append(_report(cfg, n, topics))
     # What `kmirror run` refuses of the files together (one Kerberos principal, a keytab that logs in).
-    check_process(configs)
+    check_process([*([producer] if producer else []), *consumers])
+    if producer:
+        reports.append(_report(producer, None))
     client = kerberos.client_info()
     unsafe = [u for r in reports for u in r["unsafe"]]  # type: ignore[attr-defined]
     if not a.abort:
@@ -359,8 +373,8 @@ def cmd_check_config(a: argparse.Namespace) -> int:
                 print(f"  {k}={v}")
             for n in r["notes"]:  # type: ignore[attr-defined]
                 print(f"  # {n}")
-            if r["include"] or r["exclude"]:
-                print(f"  # topic filter from the file: include={r['include']} exclude={r['exclude']}")
+            if r["include"] is not None or r["exclude"] is not None:
+                print(f"  # topic filter: include={r['include']} exclude={r['exclude']}")
         for u in unsafe:
             print(f"UNSAFE: {u}")
         print(f"verdict: {verdict}")

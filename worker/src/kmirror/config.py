@@ -91,6 +91,19 @@ def translate(
             raise ConfigError("not supported", origin=origin, key=key, fix=rule.note)
         elif rule.action == "ignore":
             t.notes.append(f"{key}: ignored ({rule.note})")
+        elif rule.action == "special" and not rule.applies_to(role):
+            # Read only from the other side's file (e.g. mirror.topics.whitelist): never dropped silently.
+            raise ConfigError(
+                f"a {rule.scope} setting in a {role} file ({rule.note}); kmirror would ignore it here",
+                origin=origin,
+                key=key,
+                fix=f"move it to the {rule.scope} file"
+                + (
+                    " of the source cluster, or give the filter on the command line"
+                    if key.startswith("mirror.topics.")
+                    else ""
+                ),
+            )
         elif rule.action == "special":
             t.special[key] = value
         else:

@@ -199,16 +199,15 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
     sources = []
     for name, path in zip(source_names(o.consumer_configs), o.consumer_configs, strict=True):
         cfg = load_client_config(path, "consumer", allow_unsafe=o.allow_unsafe)
-        include = o.include if o.include is not None else cfg.include
-        exclude = o.exclude if o.exclude is not None else cfg.exclude
-        if include is None and exclude is None:
+        topics = topic_filter(cfg, o.include, o.exclude)
+        if topics is None:
             raise ConfigError(
                 "no topic filter for this source",
                 origin=path,
                 key="--whitelist",
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
-        sources.append(Source(name, cfg, TopicFilter(include, exclude)))
+        sources.append(Source(name, cfg, topics))
     check_process([producer, *(s.config for s in sources)])
     return MirrorPlan(o, sources, producer)
 
@@ -227,6 +226,33 @@ def check_process(configs: list[ClientConfig]) -> None:
         if login not in tried:
             tried.add(login)
             kerberos.check_login(cfg.settings, cfg.origin)
+
+
+def topic_filter(cfg: ClientConfig, include: str | None, exclude: str | None) -> TopicFilter | None:
+    """A source's topic filter as `run` uses it (None: none at all; `check-config` uses it too).
+
+    --whitelist/--blacklist from the command line win over the consumer file's Kafka 0.7 keys
+    mirror.topics.whitelist/blacklist, each on its own; a file key that loses is reported in the notes.
+    """
+    chosen: list[str | None] = []
+    for given, option, key, in_file in (
+        (include, "--whitelist", "mirror.topics.whitelist", cfg.include),
+        (exclude, "--blacklist", "mirror.topics.blacklist", cfg.exclude),
+    ):
+        if given is not None:
+            if in_file is not None:
+                cfg.notes.append(f"{key}={in_file}: ignored ({option} given on the command line wins)")
+            chosen.append(given)
+            continue
+        if in_file is not None:
+            try:
+                compile_filter(in_file, key)
+            except ConfigError as exc:
+                raise ConfigError(exc.problem, origin=cfg.origin, key=key, fix=exc.fix) from None
+        chosen.append(in_file)
+    if chosen[0] is None and chosen[1] is None:
+        return None
+    return TopicFilter(chosen[0], chosen[1])
 
 
 def check_one_kerberos_principal(configs: list[ClientConfig]) -> None:

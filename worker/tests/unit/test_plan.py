@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kmirror.config import ClientConfig
+from kmirror.config import ClientConfig, load_client_config
 from kmirror.errors import ConfigError
 from kmirror.filters import TopicFilter
 from kmirror.plan import (
@@ -16,6 +16,7 @@ from kmirror.plan import (
     build_plan,
     check_one_kerberos_principal,
     source_names,
+    topic_filter,
 )
 
 CONSUMER = "bootstrap.servers=127.0.0.1:1\ngroupid=mirror\n"
@@ -328,3 +329,45 @@ def test_different_kerberos_principals_in_one_process_are_refused(second: str | 
     assert "c.properties" in text and "sasl.kerberos.principal" in text
     assert "mirror@EX" in text and (second or "kafkaclient") in text
     assert "one principal" in text
+
+
+# --- keys read from the wrong file, and file filters that lose to the command line (never silent) ---
+
+
+@pytest.mark.parametrize("key", ["mirror.topics.whitelist", "mirror.topics.blacklist"])
+def test_consumer_topic_filter_key_in_the_producer_file_is_refused(tmp_path, files, key):
+    producer = write(tmp_path / "p.properties", PRODUCER + f"{key}=orders.*\n")
+    msg = refused(options(files, producer_config=producer, include=None, consumer_configs=[files["legacy"]]))
+    assert msg.startswith(f"{producer}: {key}: a consumer setting in a producer file")
+    assert "move it to the consumer file of the source cluster" in msg
+
+
+def test_file_whitelist_overridden_by_the_command_line_is_reported(files):
+    plan = build_plan(options(files, consumer_configs=[files["legacy"]], include="orders.*"))
+    assert "mirror.topics.whitelist=app_log: ignored (--whitelist given on the command line wins)" in (
+        plan.sources[0].config.notes
+    )
+
+
+def test_file_blacklist_kept_when_only_whitelist_is_given(tmp_path, files):
+    path = write(tmp_path / "bl.properties", CONSUMER + "mirror.topics.blacklist=tmp.*\n")
+    plan = build_plan(options(files, consumer_configs=[path], include="o.*"))
+    assert plan.sources[0].topic_filter == TopicFilter("o.*", "tmp.*")
+    assert not any("ignored" in n for n in plan.sources[0].config.notes)
+
+
+@pytest.mark.parametrize(("value", "needle"), [("orders(", "invalid regex"), ("", "empty topic pattern")])
+def test_bad_file_whitelist_names_the_file_and_key(tmp_path, files, value, needle):
+    path = write(tmp_path / "bad.properties", CONSUMER + f"mirror.topics.whitelist={value}\n")
+    msg = refused(options(files, consumer_configs=[path], include=None))
+    assert msg.startswith(f"{path}: mirror.topics.whitelist: ")
+    assert needle in msg
+
+
+def test_topic_filter_is_the_same_for_run_and_check_config(files):
+    """`check-config` calls topic_filter() as build_plan does: same filter from the same inputs."""
+    cfg = load_client_config(files["legacy"], "consumer")
+    assert topic_filter(cfg, None, None) == TopicFilter("app_log", None)
+    assert topic_filter(load_client_config(files["consumer"], "consumer"), None, None) is None
+    plan = build_plan(options(files, consumer_configs=[files["legacy"]], include=None))
+    assert plan.sources[0].topic_filter == topic_filter(cfg, None, None)

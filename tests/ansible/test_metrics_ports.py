@@ -1,0 +1,85 @@
+"""The Prometheus metrics port of each kmirror instance (role kmirror_service, filter kmirror_metrics_ports)
+and its place on the instance's command line (templates/kmirror-instance.conf.j2)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from conftest import ROLES, ROOT, load_module
+from test_templates import exec_start, source
+
+ports = load_module(
+    ROLES / "kmirror_service/filter_plugins/kmirror_service.py", "kmirror_service_filters"
+).kmirror_metrics_ports
+BASE = yaml.safe_load((ROLES / "kmirror_service/defaults/main.yml").read_text())[
+    "kmirror_service_metrics_port_base"
+]
+
+
+def test_the_documented_default_base_is_an_unprivileged_port():
+    assert BASE == 9570
+
+
+def test_base_plus_position_unless_a_source_sets_its_own():
+    sources = [{"name": "east"}, {"name": "west", "metrics_port": 9700}, {"name": "north"}]
+    assert ports(sources, BASE) == {"east": 9570, "west": 9700, "north": 9572}
+
+
+def test_positions_count_over_the_whole_list_not_the_sources_a_run_touches():
+    # add_source_cluster.yml renders only the new source's unit: its port must be the one site.yml gives it
+    sources = [{"name": "east"}, {"name": "west"}, {"name": "north"}]
+    assert ports(sources, BASE)["north"] == ports(sources[:3], BASE)["north"] == 9572
+
+
+@pytest.mark.parametrize("base", [0, "0", None, ""])
+def test_base_0_means_only_explicit_ports(base):
+    assert ports([{"name": "east"}, {"name": "west", "metrics_port": "9600"}], base) == {
+        "east": None,
+        "west": 9600,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sources", "base", "needle"),
+    [
+        (
+            [{"name": "east"}, {"name": "west", "metrics_port": 9570}],
+            9570,
+            "kmirror_source_clusters[west].metrics_port: port 9570 is also the metrics port of kmirror@east",
+        ),
+        (
+            [{"name": "east", "metrics_port": 9571}, {"name": "west"}],
+            9570,
+            "kmirror_source_clusters[west].metrics_port: port 9571 is also the metrics port of kmirror@east",
+        ),
+        ([{"name": "east", "metrics_port": 70000}], 9570, "70000 is not a port number"),
+        ([{"name": "east", "metrics_port": "http"}], 9570, "'http' is not a port number"),
+        ([{"name": "east"}], 65536, "kmirror_service_metrics_port_base: 65536 is not a port number"),
+    ],
+)
+def test_colliding_or_invalid_ports_are_refused_with_the_fix(sources, base, needle):
+    with pytest.raises(AnsibleFilterError) as err:
+        ports(sources, base)
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_port_is_on_the_instance_command_line(render):
+    argv = exec_start(render, source(), kmirror_metrics_port=9571)
+    assert argv[argv.index("--metrics.port") + 1] == "9571"
+    # and the worker accepts the command line as rendered
+    from kmirror.cli import _parser
+
+    assert _parser().parse_args(argv[1:]).metrics_port == 9571
+
+
+@pytest.mark.parametrize("port", [None, ""])
+def test_no_port_no_option(render, port):
+    assert "--metrics.port" not in exec_start(render, source(), kmirror_metrics_port=port)
+
+
+def test_inventory_example_gives_each_instance_its_own_port():
+    inv = yaml.safe_load((ROOT / "inventory.example").read_text())
+    sources = inv["all"]["children"]["kmirror_workers"]["vars"]["kmirror_source_clusters"]
+    assert ports(sources, BASE) == {"east": 9570, "west": 9571}
