@@ -13,6 +13,8 @@ import sys
 import pytest
 from conftest import ROLES, load_module
 
+from kmirror import offsetsync
+
 bindings_mod = load_module(
     ROLES / "kmirror_acls/module_utils/kmirror_acl_bindings.py", "kmirror_acl_bindings"
 )
@@ -81,6 +83,34 @@ def test_target_bindings():
     }
     assert {b.host for b in got} == {"10.0.0.5"}
     assert not any(b.operation == "READ" for b in got)
+
+
+def test_failover_offset_sync_bindings():
+    """kmirror run --groups: groups described on the source; committed, described and the target topics
+    and the sync topic read (and the sync topic written) on the target; nothing more without it."""
+    src = bindings(
+        "source", "User:m", whitelist="orders.*", group="kmirror-east", sync_groups="app-.*,billing"
+    )
+    assert {
+        (b.resource_type, b.pattern_type, b.name, b.operation) for b in src if b.resource_type == "GROUP"
+    } == {
+        ("GROUP", "LITERAL", "kmirror-east", "READ"),
+        ("GROUP", "PREFIXED", "app-", "DESCRIBE"),
+        ("GROUP", "LITERAL", "billing", "DESCRIBE"),
+    }
+    tgt = bindings("target", "User:m", whitelist="orders.*", sync_groups="app-.*")
+    got = {(b.resource_type, b.pattern_type, b.name, b.operation) for b in tgt}
+    assert {
+        ("GROUP", "PREFIXED", "app-", "READ"),
+        ("GROUP", "PREFIXED", "app-", "DESCRIBE"),
+        ("TOPIC", "PREFIXED", "orders", "READ"),
+        ("TOPIC", "LITERAL", "__kmirror-offset-syncs", "CREATE"),
+        ("TOPIC", "LITERAL", "__kmirror-offset-syncs", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "__kmirror-offset-syncs", "READ"),
+        ("TOPIC", "LITERAL", "__kmirror-offset-syncs", "WRITE"),
+    } <= got
+    assert len(tgt) == len(bindings("target", "User:m", whitelist="orders.*")) + 7
+    assert offsetsync.SYNC_TOPIC == "__kmirror-offset-syncs"  # the name the bindings grant
 
 
 def test_explicit_patterns_win():

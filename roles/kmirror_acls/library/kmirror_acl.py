@@ -40,6 +40,11 @@ options:
   group:
     description: The mirror's consumer group (source side).
     type: str
+  sync_groups:
+    description:
+      - Java regex of the consumer groups whose offsets kmirror syncs for failover (the source's C(groups),
+        C(kmirror run --groups)); adds the group, target-topic READ and sync-topic bindings it needs.
+    type: str
   host:
     description: The host the principal may connect from.
     type: str
@@ -154,6 +159,7 @@ def main() -> None:
             "group": {"type": "str"},
             "host": {"type": "str", "default": "*"},
             "idempotent_write": {"type": "bool", "default": False},
+            "sync_groups": {"type": "str"},
             "admin_config": {"type": "dict", "no_log": True},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
             "timeout": {"type": "float", "default": 30.0},
@@ -171,6 +177,7 @@ def main() -> None:
             patterns=p["patterns"],
             host=p["host"],
             idempotent_write=p["idempotent_write"],
+            sync_groups=p["sync_groups"],
         )
     except AclPatternError as exc:
         module.fail_json(msg=str(exc))

@@ -11,6 +11,12 @@ What the MirrorMaker reference documents ask for, for the mirror's own principal
   configs), and ALTER on them (partitions a source topic gains are added by create partitions); plus
   IDEMPOTENT_WRITE on the cluster, only needed by brokers older than Kafka 2.8, when asked for.
 
+With failover offset sync (the source's ``groups``, ``kmirror run --groups``; docs/failover.md), also: on
+the source DESCRIBE on the synced groups (their committed offsets are read); on the target READ and
+DESCRIBE on those groups (translated offsets are committed when no member is active), READ on the mirrored
+topics (a sync point reads the target partition's end) and CREATE, DESCRIBE, READ, WRITE on kmirror's
+sync topic ``__kmirror-offset-syncs``. The groups regex is turned into patterns like a whitelist.
+
 Topics are named by MirrorMaker's whitelist (Java regex, a comma means ``|``). Kafka ACLs know only LITERAL
 names, PREFIXED names and the LITERAL wildcard ``*``, so each alternative of the whitelist must be a plain
 name (``payments``, ``orders.created``: an unescaped ``.`` is taken as the dot topic names use), a name
@@ -26,6 +32,11 @@ from dataclasses import dataclass
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 SOURCE_GROUP_OPERATIONS = ("READ",)
 TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER")
+SYNC_SOURCE_GROUP_OPERATIONS = ("DESCRIBE",)
+SYNC_TARGET_GROUP_OPERATIONS = ("READ", "DESCRIBE")
+SYNC_TARGET_TOPIC_OPERATIONS = ("READ",)
+SYNC_TOPIC = "__kmirror-offset-syncs"  # kmirror.offsetsync.SYNC_TOPIC (modules cannot import the worker here)
+SYNC_TOPIC_OPERATIONS = ("CREATE", "DESCRIBE", "READ", "WRITE")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 _META = set(".[]{}()*+?^$|\\")
 _ESCAPABLE = set(".-_$[]{}()*+?^|\\")
@@ -154,12 +165,26 @@ def bindings(
     patterns: list[dict] | None = None,
     host: str = "*",
     idempotent_write: bool = False,
+    sync_groups: str | None = None,
 ) -> list[Binding]:
-    """Every ALLOW binding the mirror principal needs on one cluster (``side``: source or target)."""
+    """Every ALLOW binding the mirror principal needs on one cluster (``side``: source or target);
+    ``sync_groups``: the ``--groups`` regex of failover offset sync, if any."""
     if ":" not in principal:
         raise AclPatternError(f"principal {principal!r} has no type; write it as User:NAME")
     topics = normalize_patterns(patterns) if patterns else topic_patterns(whitelist)
     out: list[Binding] = []
+    if sync_groups:
+        synced = topic_patterns(sync_groups)
+        ops = SYNC_SOURCE_GROUP_OPERATIONS if side == "source" else SYNC_TARGET_GROUP_OPERATIONS
+        out += [Binding("GROUP", name, kind, principal, host, op) for kind, name in synced for op in ops]
+        if side == "target":
+            for kind, name in topics:
+                out += [
+                    Binding("TOPIC", name, kind, principal, host, op) for op in SYNC_TARGET_TOPIC_OPERATIONS
+                ]
+            out += [
+                Binding("TOPIC", SYNC_TOPIC, "LITERAL", principal, host, op) for op in SYNC_TOPIC_OPERATIONS
+            ]
     if side == "source":
         if not group:
             raise AclPatternError("the source side needs the mirror's consumer group (group_id)")
