@@ -33,7 +33,6 @@ import contextlib
 import json
 import re
 import time
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -99,24 +98,20 @@ def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> di
     planned = planned or plan(o)
     spans = planned.spans
     t1 = time.monotonic()
-    settings = [o.source, o.target]
     in_flight_from = o.now_ms - o.grace_ms
-    window = {"from_ms": o.from_ms, "to_ms": o.to_ms, "bucket_ms": o.bucket_ms}
-    rows = sp.bucket_sums(
-        spark, spans, settings, in_flight_from=in_flight_from, range_size=o.range_size, **window
+    rows, groups = sp.compare(
+        spark,
+        spans,
+        [o.source, o.target],
+        from_ms=o.from_ms,
+        to_ms=o.to_ms,
+        bucket_ms=o.bucket_ms,
+        in_flight_from=in_flight_from,
+        range_size=o.range_size,
     )
     phase1 = diff.compare_sums(rows)
-    t2 = time.monotonic()
-    groups: list[diff.ContentGroup] = []
-    if phase1.differing:
-        only: dict[str, set[int]] = defaultdict(set)
-        for topic, bucket, _fly in phase1.differing:
-            only[topic].add(bucket)
-        groups = sp.content_groups(
-            spark, phase1.recheck, settings, only=only, range_size=o.range_size, **window
-        )
     differences = diff.classify(groups, o.bucket_ms, in_flight_from)
-    t3 = time.monotonic()
+    t2 = time.monotonic()
     ctx = report.Context(
         source=o.source.get("bootstrap.servers", ""),
         target=o.target.get("bootstrap.servers", ""),
@@ -128,12 +123,7 @@ def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> di
         grace_ms=o.grace_ms,
         now_ms=o.now_ms,
         spans=spans,
-        timings={
-            "plan": planned.seconds,
-            "sums": t2 - t1,
-            "records": t3 - t2,
-            "compare": t3 - t1,
-        },
+        timings={"plan": planned.seconds, "compare": t2 - t1},
         spark={"version": spark.version, "master": spark.sparkContext.master},
         max_listed=o.max_listed,
     )
