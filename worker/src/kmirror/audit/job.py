@@ -91,7 +91,9 @@ def plan(o: AuditOptions) -> Plan:
     return Plan(src + tgt, time.monotonic() - t0)
 
 
-def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> dict[str, object]:
+def run(
+    spark: SparkSession, o: AuditOptions, planned: Plan | None = None, spark_start_s: float | None = None
+) -> dict[str, object]:
     """Plan (unless given), compare, and build the report (a dict, as written to report.json)."""
     from kmirror.audit import spark as sp
 
@@ -123,7 +125,11 @@ def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> di
         grace_ms=o.grace_ms,
         now_ms=o.now_ms,
         spans=spans,
-        timings={"plan": planned.seconds, "compare": t2 - t1},
+        timings={
+            "plan": planned.seconds,
+            **({} if spark_start_s is None else {"spark_start": spark_start_s}),
+            "compare": t2 - t1,
+        },
         spark={"version": spark.version, "master": spark.sparkContext.master},
         max_listed=o.max_listed,
     )
@@ -301,8 +307,9 @@ def cmd_audit(a: argparse.Namespace) -> int:
     spark = None
     try:
         planned = plan(opts)  # cluster problems show before Spark starts
+        t0 = time.monotonic()
         spark = sp.session(a.master, conf)
-        rep = run(spark, opts, planned)
+        rep = run(spark, opts, planned, spark_start_s=time.monotonic() - t0)
         paths = write(rep, out)
     except KmirrorError as exc:
         raise AuditError(" ".join(str(exc).split())) from None
