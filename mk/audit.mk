@@ -2,7 +2,8 @@
 # worker/src/kmirror/audit/, roles/kmirror_audit, playbooks/audit.yml, molecule/audit). Included by the
 # Makefile after its VENV/BIN/STAMP definitions. Targets:
 #   make test-health      unit tests of the rules and the audit logic, then lag and audit against embedded
-#                         brokers (Spark local[2]; ~4-5 min on 2 cores, most of it Spark start-up)
+#                         brokers (Spark local[2], and a standalone cluster of a master and two workers;
+#                         ~7-8 min on 2 cores, most of it Spark start-up)
 #   make bench-audit      the audit command (cold) and a warm session vs the raw two-process read of the same
 #                         data -> docs/benchmarks.md (its own section between <!-- audit:begin/end -->
 #                         markers; ~15-30 min; under flock /tmp/kmirror-bench.lock)
@@ -13,7 +14,8 @@
 
 test-health: install
 	$(BIN)/pytest -q --timeout 900 worker/tests/unit/test_health.py worker/tests/unit/test_audit_logic.py \
-		worker/tests/integration/test_lag.py worker/tests/integration/test_audit.py
+		worker/tests/integration/test_lag.py worker/tests/integration/test_audit.py \
+		worker/tests/integration/test_audit_cluster.py
 
 bench-audit: install
 	flock /tmp/kmirror-bench.lock $(BIN)/python bench/audit.py --write docs/benchmarks.md

@@ -3,12 +3,12 @@
     kmirror audit --source.config FILE --target.config FILE --topics REGEX [--from TIME] [--to TIME]
                   [--bucket 10m] [--grace 5m] --output DIR [--master URL] [--exclude REGEX]
 
-Both clusters are read in parallel inside Spark executors (confluent-kafka, one Spark partition per
-offset range). Per topic and time bucket of the record timestamp, the counts and two order-independent
-content checksums are compared; buckets that differ are compared record by record on the content
-(topic, key, value, headers, timestamp): missing (in the source, not in the target), duplicated
-(extra copies in the target), unexpected (in the target, not in the source). Records newer than
-now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
+Both clusters are read once, in parallel, inside Spark executors (confluent-kafka, one Spark partition
+per offset range). Every record's content (topic, key, value, headers, timestamp) is hashed into 128
+bits and the copies of each content are counted on both sides: missing (in the source, not in the
+target), duplicated (extra copies in the target), unexpected (in the target, not in the source), each
+named by partition and offset, and the record counts per topic and time bucket of the record timestamp.
+Records newer than now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
 The properties files are read as `kmirror run` reads them (Java and legacy keys, SASL, TLS).
 
 Exit codes: 0 complete, 1 records missing or duplicated, 2 error (one line on stderr).
