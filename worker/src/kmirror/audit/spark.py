@@ -28,6 +28,11 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+# Up to this many differing contents are sent to every executor to find their copies; more (a target
+# that lacks most of the source) are joined with a shuffle instead.
+BROADCAST_MAX = 200_000
+
+
 def under_spark_submit() -> bool:
     """Started by spark-submit (which owns the master and the driver's settings)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -157,8 +162,10 @@ def compare(
         if not keys:
             return rows, []
         wanted = spark.createDataFrame(keys, "topic string, timestamp bigint, h1 bigint, h2 bigint")
+        if len(keys) <= BROADCAST_MAX:  # few differences (the usual case): no shuffle of the cache
+            wanted = F.broadcast(wanted)
         found = (
-            hashed.join(F.broadcast(wanted), ["topic", "timestamp", "h1", "h2"])
+            hashed.join(wanted, ["topic", "timestamp", "h1", "h2"])
             .select("topic", "timestamp", "h1", "h2", "key", "side", "partition", "offset")
             .collect()
         )
