@@ -305,10 +305,11 @@ def cmd_audit(a: argparse.Namespace) -> int:
     from kmirror.audit import spark as sp
 
     spark = None
+    archive = None if sp.under_spark_submit() else sp.ClassArchive.find()
     try:
         planned = plan(opts)  # cluster problems show before Spark starts
         t0 = time.monotonic()
-        spark = sp.session(a.master, conf)
+        spark = sp.session(a.master, conf, archive)
         rep = run(spark, opts, planned, spark_start_s=time.monotonic() - t0)
         paths = write(rep, out)
     except KmirrorError as exc:
@@ -319,6 +320,8 @@ def cmd_audit(a: argparse.Namespace) -> int:
         if spark is not None:
             with contextlib.suppress(Exception):
                 spark.stop()
+            if archive is not None:
+                archive.finish()
     print(f"kmirror audit: {rep['summary']}")
     print(f"kmirror audit: report {paths[1]} ({paths[0].name} beside it)")
     return int(rep["exit_code"])  # type: ignore[call-overload]

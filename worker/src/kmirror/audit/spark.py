@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -38,9 +40,71 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def session(master: str | None, conf: Mapping[str, str] | None = None) -> SparkSession:
+class ClassArchive:
+    """A class-data sharing archive of the classes Spark's driver JVM loads (Java 13+ dynamic CDS): the
+    first command records it when its JVM exits (a few seconds, once), later ones map it instead of
+    loading and verifying those classes again (measured here: a third less CPU for the session start).
+    Kept in ~/.cache/kmirror (or $XDG_CACHE_HOME/kmirror), one per pyspark, Java and Python; the JVM
+    itself ignores an archive that does not match its class path."""
+
+    def __init__(self, path: Path, recording: Path | None) -> None:
+        self.path, self.recording = path, recording
+
+    @classmethod
+    def find(cls) -> ClassArchive | None:
+        import hashlib
+
+        import pyspark
+
+        java_home = os.environ.get("JAVA_HOME")
+        java = shutil.which("java", path=os.path.join(java_home, "bin") if java_home else None)
+        if not java:
+            return None
+        java = os.path.realpath(java)
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kmirror"
+        ident = f"{pyspark.__file__}|{pyspark.__version__}|{java}|{os.stat(java).st_mtime_ns}|{sys.version}"
+        path = base / f"spark-{pyspark.__version__}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}.jsa"
+        if path.is_file():
+            return cls(path, None)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return cls(path, path.with_name(f"{path.name}.{os.getpid()}.tmp"))
+
+    def java_options(self) -> str:
+        use = (
+            f"-XX:ArchiveClassesAtExit={self.recording}"
+            if self.recording
+            else f"-XX:SharedArchiveFile={self.path}"
+        )
+        return f"{use} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+    def finish(self) -> None:
+        """After spark.stop(): when recording, end the JVM now and keep the archive it wrote."""
+        if self.recording is None:
+            return
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        try:
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.close()  # the gateway JVM exits at the end of its input, writing the archive
+                proc.wait(timeout=120)
+            if self.recording.is_file() and self.recording.stat().st_size:
+                os.replace(self.recording, self.path)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            self.recording.unlink(missing_ok=True)
+
+
+def session(
+    master: str | None, conf: Mapping[str, str] | None = None, archive: ClassArchive | None = None
+) -> SparkSession:
     """The audit's Spark session. Outside spark-submit: `master` (default local[*]), 1 GB driver, few
-    shuffle partitions, no UI, the venv's Python for the workers, errors-only logging."""
+    shuffle partitions, no UI, the venv's Python for the workers, errors-only logging, and the class
+    archive when given."""
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName("kmirror-audit")
@@ -52,7 +116,8 @@ def session(master: str | None, conf: Mapping[str, str] | None = None) -> SparkS
         log4j = Path(tempfile.gettempdir()) / "kmirror-audit-log4j2.properties"
         if not log4j.exists():
             log4j.write_text(_LOG4J)
-        b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        java = f"-Dlog4j2.configurationFile=file:{log4j}"
+        b = b.config("spark.driver.extraJavaOptions", f"{java} {archive.java_options()}" if archive else java)
         b = b.config("spark.driver.memory", "1g").config("spark.ui.enabled", "false")
     if not submitted and (master or "local").startswith("local"):
         b = b.config("spark.sql.shuffle.partitions", "4")
