@@ -372,7 +372,9 @@ def report(  # noqa: PLR0917
         f"needs {warm_compare:.1f} s: the rest ({compare_s - warm_compare:.1f} s) is the first job's "
         "Python worker start (pyspark, pyarrow and confluent-kafka imports), the Data Source's planning "
         "and code generation. In the bench process: session start "
-        f"{session_s:.1f} s, its first audit {first_s:.1f} s.",
+        f"{session_s:.1f} s, its first audit {first_s:.1f} s. The command maps the driver JVM's class-data "
+        "archive when an earlier command recorded it (`~/.cache/kmirror`; the first command on a machine "
+        "records it as its JVM exits).",
         "",
         "Reproduce: `make bench-audit` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py "
         f"--write docs/benchmarks.md`; options `--records {a.records}` `--repeat {a.repeat}`).",
