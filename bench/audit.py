@@ -1,22 +1,25 @@
-"""Audit throughput: `kmirror audit` (Spark, local[2]) against a plain single-process read of the same data.
+"""Audit speed: the whole `kmirror audit` command and a warm Spark session against the raw read of the
+same data by two processes (one per cluster, in parallel), measured in one run, contenders interleaved.
 
-Data: two embedded clusters and three topics of N records each (6 partitions, ~200 B values, a key,
-one header, timestamps spread over two hours, buckets of 10 minutes): `bench` is a perfect copy on the
-target; `bench-outage` lacks 0.5 % of the records in a row (one outage) and has 0.05 % twice in a row;
-`bench-spread` lacks every 200th record and has every 2000th twice, so that every bucket differs (the
-worst case for the audit's second phase). Rates count the records read on both clusters (2 x N).
+Data: two embedded clusters and two topics of N records on the source (6 partitions, ~200 B values, a
+key, one header, timestamps spread over two hours, 10-minute buckets) and their copy on the target:
+`perfect` is an exact copy; `spread` lacks every 200th record and has every 2000th twice, so that every
+bucket differs. Records read = both clusters (about 2 x N).
 
-* plain read: one process, confluent-kafka, every record of both clusters with its key, value,
-  headers and timestamp, partition after partition with the audit's own consumer settings (the
-  ceiling of a single-process audit).
-* plain read + exact compare: the same, plus an in-memory multiset comparison of the contents (a
-  correct single-process audit; it must hold everything in memory).
-* kmirror audit (warm): `kmirror.audit.job.run` in a Spark session that already ran one audit
-  (`local[2]`), planning included.
-* kmirror audit (command): `python -m kmirror.audit ... --master local[2]`, wall time including the
-  JVM start, once.
+* raw read (2 processes, cold): two fresh Python processes started together, each reading every record
+  of one cluster (key, value, headers, timestamp) with confluent-kafka and the audit's consumer
+  settings, partition after partition; wall time from the start of both to the end of the last. The
+  limit of reading the data once on this machine.
+* kmirror audit command (cold): `python -m kmirror.audit ... --master local[2]`, wall time, JVM and
+  Spark start included. Goal: at most 4x the raw read.
+* kmirror audit, warm session: `kmirror.audit.job.run` in a `local[2]` session that already ran an
+  audit, planning included. Goal: at least 85 % of the raw read's rate.
 
-    .venv/bin/python bench/audit.py [--records N] [--repeat 3] [--write docs/benchmarks.md]
+Peak RSS: the largest total resident memory of the contender's processes (driver, JVM, Python workers),
+sampled every 100 ms; brokers not counted.
+
+    flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py [--records N] [--repeat 3]
+                                                                   [--write docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -40,7 +44,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sections import markers, write_section
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
-from kmirror.embedded import clusters
 from kmirror.filters import TopicFilter
 
 PARTITIONS = 6
@@ -49,9 +52,7 @@ SPAN_MS = 2 * 3_600_000
 QUIET = logging.getLogger("bench.librdkafka")
 QUIET.setLevel(logging.ERROR)
 BEGIN, END = markers("audit")
-# topic -> where the target differs: nowhere; one outage (0.5 % of the records missing in a row, 0.05 %
-# twice in a row); spread (every 200th record missing, every 2000th twice: every bucket differs).
-TOPICS = {"bench": "none", "bench-outage": "outage", "bench-spread": "spread"}
+TOPICS = {"spread": "spread", "perfect": "none"}
 
 
 def fill(bootstraps: dict[str, str], topic: str, n: int, *, gaps: str) -> tuple[int, int]:
@@ -75,9 +76,9 @@ def fill(bootstraps: dict[str, str], topic: str, n: int, *, gaps: str) -> tuple[
         headers = [("seq", b"%d" % i)]
         ts = BASE_TS + i * SPAN_MS // n
         copies = {"source": 1, "target": 1}
-        if (gaps == "spread" and i % 200 == 7) or (gaps == "outage" and 0 <= i - n // 2 < n // 200):
+        if gaps == "spread" and i % 200 == 7:
             copies["target"], missing = 0, missing + 1
-        elif (gaps == "spread" and i % 2000 == 11) or (gaps == "outage" and 0 <= i - n // 4 < n // 2000):
+        elif gaps == "spread" and i % 2000 == 11:
             copies["target"], duplicated = 2, duplicated + 1
         for side, count in copies.items():
             for _ in range(count):
@@ -94,10 +95,9 @@ def fill(bootstraps: dict[str, str], topic: str, n: int, *, gaps: str) -> tuple[
     return missing, duplicated
 
 
-def plain_read(bootstrap: str, topic: str) -> list[tuple[object, ...]]:
-    """Every record of the topic with key, value, headers and timestamp, in one process: partition after
-    partition up to the end the audit itself plans, with the audit's consumer settings (a fair ceiling:
-    reading all partitions at once in one consumer was slower here)."""
+def raw_read(bootstrap: str, topic: str) -> int:
+    """Every record of the topic with key, value, headers and timestamp: partition after partition up
+    to the end the audit itself plans, with the audit's consumer settings."""
     settings = {"bootstrap.servers": bootstrap}
     spans = plan_cluster(
         0, settings, TopicFilter(include=topic), from_ms=None, max_skew_ms=0, timeout=30, name="x"
@@ -116,21 +116,76 @@ def plain_read(bootstrap: str, topic: str) -> list[tuple[object, ...]]:
             c.unassign()
     finally:
         c.close()
+    return len(out)
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+
+def _tree(root: int, skip: set[int]) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in skip:
+            continue
+        out.append(pid)
+        todo += parents.get(pid, [])
     return out
 
 
-def contender_plain(bootstraps: dict[str, str], topic: str, compare: bool) -> tuple[float, int, int]:
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+@contextmanager
+def peak_rss(root: int, skip: set[int]) -> Iterator[dict[str, int]]:
+    """Samples the total RSS of root's process tree (less `skip` and their children) every 100 ms."""
+    peak = {"bytes": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak["bytes"] = max(peak["bytes"], sum(_rss(p) for p in _tree(root, skip)))
+            stop.wait(0.1)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        t.join()
+
+
+# ------------------------------------------------------------------------------------------ contenders
+
+Result = dict[str, float]
+
+
+def contender_raw(bootstraps: dict[str, str], topic: str) -> Result:
+    cmd = [sys.executable, __file__, "--raw-read"]
     t0 = time.monotonic()
-    src = plain_read(bootstraps["source"], topic)
-    tgt = plain_read(bootstraps["target"], topic)
-    differences = 0
-    if compare:
-        a, b = Counter(src), Counter(tgt)
-        differences = sum(((a - b) + (b - a)).values())
-    return time.monotonic() - t0, len(src) + len(tgt), differences
+    procs = [
+        subprocess.Popen([*cmd, b, topic], stdout=subprocess.PIPE, text=True) for b in bootstraps.values()
+    ]
+    counts = [int(p.communicate()[0]) for p in procs]
+    return {"seconds": time.monotonic() - t0, "records": sum(counts)}
 
 
-def contender_audit(spark: object, bootstraps: dict[str, str], topic: str) -> tuple[float, int, int]:
+def contender_warm(spark: object, bootstraps: dict[str, str], topic: str, brokers: set[int]) -> Result:
     from kmirror.audit import job
 
     o = job.AuditOptions(
@@ -138,14 +193,22 @@ def contender_audit(spark: object, bootstraps: dict[str, str], topic: str) -> tu
         target={"bootstrap.servers": bootstraps["target"]},
         topics=topic,
     )
-    t0 = time.monotonic()
-    rep = job.run(spark, o)  # type: ignore[arg-type]
-    seconds = time.monotonic() - t0
+    with peak_rss(os.getpid(), brokers) as peak:
+        t0 = time.monotonic()
+        rep = job.run(spark, o)  # type: ignore[arg-type]
+        seconds = time.monotonic() - t0
     t = rep["totals"]
-    return seconds, t["source_records"] + t["target_records"], t["missing"] + t["duplicated"]  # type: ignore[index]
+    timings = rep["timings_s"]
+    return {
+        "seconds": seconds,
+        "records": t["source_records"] + t["target_records"],  # type: ignore[index]
+        "found": t["missing"] + t["duplicated"],  # type: ignore[index]
+        "rss": peak["bytes"],
+        **{f"t_{k}": v for k, v in timings.items()},  # type: ignore[attr-defined]
+    }
 
 
-def contender_command(bootstraps: dict[str, str], topic: str, workdir: Path) -> tuple[float, int, int]:
+def contender_command(bootstraps: dict[str, str], topic: str, workdir: Path) -> Result:
     files = {}
     for side, b in bootstraps.items():
         files[side] = workdir / f"{side}.properties"
@@ -154,121 +217,168 @@ def contender_command(bootstraps: dict[str, str], topic: str, workdir: Path) -> 
     cmd = [sys.executable, "-m", "kmirror.audit", "--source.config", str(files["source"]), "--target.config",
            str(files["target"]), "--topics", topic, "--output", str(out), "--master", "local[2]"]  # fmt: skip
     t0 = time.monotonic()
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable}
-    )
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    with peak_rss(proc.pid, set()) as peak:
+        _, err = proc.communicate()
     seconds = time.monotonic() - t0
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"the audit command failed: {done.stderr.strip()}")
-    t = json.loads((out / "report.json").read_text())["totals"]
-    return seconds, t["source_records"] + t["target_records"], t["missing"] + t["duplicated"]
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"the audit command failed: {err.strip()}")
+    rep = json.loads((out / "report.json").read_text())
+    t = rep["totals"]
+    return {
+        "seconds": seconds,
+        "records": t["source_records"] + t["target_records"],
+        "found": t["missing"] + t["duplicated"],
+        "rss": peak["bytes"],
+        **{f"t_{k}": v for k, v in rep["timings_s"].items()},
+    }
+
+
+def interleave(contenders: dict[str, Callable[[], Result]], repeat: int) -> dict[str, list[Result]]:
+    """A B C A B C ...: load from other work on the machine hits every contender alike."""
+    results: dict[str, list[Result]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, run in contenders.items():
+            r = run()
+            results[name].append(r)
+            print(f"  {name}: {r['seconds']:.2f} s, {r['records'] / r['seconds']:,.0f} rec/s, "
+                  f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)  # fmt: skip
+    return results
+
+
+def median(runs: list[Result], key: str) -> float:
+    return statistics.median(r[key] for r in runs if key in r)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000, help="records per topic on the source")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records per topic on the source")
     ap.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is reported")
     ap.add_argument("--write", type=Path, help="replace the audit section of this markdown file")
+    ap.add_argument("--raw-read", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.raw_read:
+        print(raw_read(*a.raw_read))
+        return 0
+    from kmirror.embedded import clusters
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    load_start = os.getloadavg()[0]
-    rows = []
+    loads = [os.getloadavg()[0]]
     with clusters("source", "target") as cs, tempfile.TemporaryDirectory() as tmp:
         bootstraps = {name: c.bootstrap for name, c in cs.items()}
+        brokers = {c.pid for c in cs.values()}
         t0 = time.monotonic()
-        expected = {topic: fill(bootstraps, topic, a.records, gaps=gaps) for topic, gaps in TOPICS.items()}
-        print(
-            f"filled {len(TOPICS)} topics x {a.records:,} records in {time.monotonic() - t0:.1f} s",
-            file=sys.stderr,
+        planted = {topic: fill(bootstraps, topic, a.records, gaps=gaps) for topic, gaps in TOPICS.items()}
+        print(f"filled {len(TOPICS)} topics in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+
+        # Cold: the whole command against the raw read, interleaved.
+        cold = interleave(
+            {
+                "raw": lambda: contender_raw(bootstraps, "spread"),
+                "command": lambda: contender_command(bootstraps, "spread", Path(tmp)),
+            },
+            a.repeat,
         )
+        loads.append(os.getloadavg()[0])
+        # Warm: one session, one audit to warm it up, then both topics against the raw read.
         from kmirror.audit import spark as audit_spark
 
         t0 = time.monotonic()
         spark = audit_spark.session("local[2]")
         session_s = time.monotonic() - t0
-        first = contender_audit(spark, bootstraps, "bench")  # warms the session up
-        print(f"session {session_s:.1f} s, first audit {first[0]:.1f} s", file=sys.stderr)
+        t0 = time.monotonic()
+        contender_warm(spark, bootstraps, "perfect", brokers)
+        first_s = time.monotonic() - t0
+        warm = {}
         for topic in TOPICS:
-            want = sum(expected[topic])
-            contenders: dict[str, Callable[[], tuple[float, int, int]]] = {
-                "plain read (1 process)": lambda t=topic: contender_plain(bootstraps, t, compare=False),
-                "plain read + exact compare (1 process)": lambda t=topic: contender_plain(
-                    bootstraps, t, True
-                ),
-                "kmirror audit, warm session (local[2])": lambda t=topic: contender_audit(
-                    spark, bootstraps, t
-                ),
-            }
-            # Interleaved (A B C A B C ...): load from other work on the machine hits every contender alike.
-            results: dict[str, list[tuple[float, int, int]]] = {name: [] for name in contenders}
-            for _ in range(a.repeat):
-                for name, run in contenders.items():
-                    results[name].append(run())
-            for name, runs in results.items():
-                seconds = statistics.median(r[0] for r in runs)
-                count, found = runs[0][1], runs[0][2]
-                plain = name.startswith("plain read (")
-                assert plain or found == want, f"{name} found {found} differences, {want} planted"
-                rows.append((topic, name, count, seconds, None if plain else found))
-                print(f"{topic} {name}: {count / seconds:,.0f} rec/s ({seconds:.2f} s)", file=sys.stderr)
+            warm[topic] = interleave(
+                {
+                    "raw": lambda t=topic: contender_raw(bootstraps, t),
+                    "warm": lambda t=topic: contender_warm(spark, bootstraps, t, brokers),
+                },
+                a.repeat,
+            )
         spark.stop()
-        for topic in ("bench", "bench-outage"):
-            seconds, count, found = contender_command(bootstraps, topic, Path(tmp))
-            rows.append((topic, "kmirror audit command, cold JVM (local[2])", count, seconds, found))
-            print(f"{topic} command: {seconds:.1f} s", file=sys.stderr)
-    section = report(rows, a.records, session_s, first[0], (load_start, os.getloadavg()[0]))
+        loads.append(os.getloadavg()[0])
+    want = {topic: sum(v) for topic, v in planted.items()}
+    for runs in (cold["command"], warm["spread"]["warm"]):
+        assert all(r["found"] == want["spread"] for r in runs), "differences missed"
+    assert all(r["found"] == 0 for r in warm["perfect"]["warm"]), "differences invented"
+    section = report(a, cold, warm, want, session_s, first_s, loads)
     print(section)
     if a.write:
         write_section(a.write, "audit", section)
     return 0
 
 
-def report(
-    rows: list[tuple[str, str, int, float, int | None]],
-    n: int,
+def report(  # noqa: PLR0917
+    a: argparse.Namespace,
+    cold: dict[str, list[Result]],
+    warm: dict[str, dict[str, list[Result]]],
+    want: dict[str, int],
     session_s: float,
     first_s: float,
-    load: tuple[float, float],
+    loads: list[float],
 ) -> str:
-    base = {
-        topic: count / seconds for topic, name, count, seconds, _ in rows if name.startswith("plain read (")
-    }
+    mb = 1 << 20
+    raw_cold, cmd = median(cold["raw"], "seconds"), median(cold["command"], "seconds")
+    records = cold["raw"][0]["records"]
     lines = [
         BEGIN,
         "## Audit",
         "",
-        f"Machine: {os.cpu_count()} cores, CPython {platform.python_version()}, embedded Tansu brokers on "
-        f"the same machine. Each topic: {n:,} records on the source (6 partitions, ~200 B values, key, one "
-        "header, two hours of timestamps, 10-minute buckets) and its copy on the target: `bench` is "
-        "perfect; `bench-outage` lacks 0.5 % of the records in a row and has 0.05 % twice in a row (one "
-        "bucket or two differ); `bench-spread` lacks every 200th record and has every 2000th twice (every "
-        "bucket differs: the worst case, everything is read twice). Records read = both clusters. "
-        "Median of the runs, the contenders interleaved (A B C A B C ...) so that other work on the "
-        f"machine slows each alike; the command is run once. Load average (1 min) {load[0]:.1f} at the "
-        f"start, {load[1]:.1f} at the end.",
+        f"Machine: {os.cpu_count()} cores (shared with other work: load average "
+        f"{' / '.join(f'{x:.1f}' for x in loads)} at the start / after the cold runs / at the end), "
+        f"CPython {platform.python_version()}, embedded Tansu brokers on the same machine, Spark "
+        f"`local[2]`. Each topic: {a.records:,} records on the source (6 partitions, ~200 B values, key, "
+        "one header, two hours of timestamps, 10-minute buckets) and their copy on the target: `perfect` "
+        "is exact; `spread` lacks every 200th record and has every 2000th twice (every bucket differs). "
+        f"Median of {a.repeat} runs; the contenders interleaved (A B A B ...) so that other work on the "
+        "machine slows each alike. Raw read = two fresh processes, one per cluster, reading every record "
+        "(key, value, headers, timestamp) in parallel.",
         "",
-        "| topic | contender | records read | seconds | rec/s | vs plain read | differences found |",
-        "|---|---|---|---|---|---|---|",
+        "| topic | contender | records read | seconds | rec/s | vs raw read | goal | peak RSS | "
+        "differences found |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| spread | raw read (2 processes, cold) | {records:,} | {raw_cold:.2f} | {records / raw_cold:,.0f} "
+        "| 1.00x | | | - |",
+        f"| spread | `kmirror audit` command (cold: JVM, Spark start) | {records:,} | {cmd:.2f} | "
+        f"{records / cmd:,.0f} | **{cmd / raw_cold:.2f}x the time** | at most 4x | "
+        f"{median(cold['command'], 'rss') / mb:,.0f} MB | {want['spread']:,} |",
     ]
-    for topic, name, count, seconds, found in rows:
-        rate = count / seconds
-        lines.append(
-            f"| {topic} | {name} | {count:,} | {seconds:.2f} | {rate:,.0f} | {rate / base[topic]:.2f}x | "
-            f"{'-' if found is None else f'{found:,}'} |"
-        )
+    for topic, runs in warm.items():
+        raw_s, audit_s = median(runs["raw"], "seconds"), median(runs["warm"], "seconds")
+        n = runs["raw"][0]["records"]
+        lines += [
+            f"| {topic} | raw read (2 processes, cold) | {n:,} | {raw_s:.2f} | {n / raw_s:,.0f} | 1.00x "
+            "| | | - |",
+            f"| {topic} | `kmirror audit`, warm session | {n:,} | {audit_s:.2f} | {n / audit_s:,.0f} | "
+            f"**{raw_s / audit_s:.0%} of the rate** | at least 85 % | "
+            f"{median(runs['warm'], 'rss') / mb:,.0f} MB | {want[topic]:,} |",
+        ]
+    c = cold["command"]
+    plan_s, compare_s = median(c, "t_plan"), median(c, "t_compare")
+    start_s = median(c, "t_spark_start")
+    rest = cmd - plan_s - compare_s - start_s
+    warm_compare = median(warm["spread"]["warm"], "t_compare")
     lines += [
         "",
-        f"Spark session start {session_s:.1f} s; the first audit in a session {first_s:.1f} s (Python "
-        "workers start, code generation). The audit reads both clusters in parallel Spark tasks, hashes in "
-        "the JVM and keeps nothing in the driver but per-bucket sums and the differing records; the "
-        "single-process compare holds every record in memory. A topic whose buckets differ costs a second "
-        "Spark job that reads the differing buckets again and groups them on the full content (a fixed few "
-        "seconds here, plus the re-read: `bench-outage` re-reads 2 of 12 buckets, `bench-spread` all of "
-        "them). The command pays the JVM and Spark start-up on every run: a fixed cost of tens of seconds "
-        "on this machine, small against an hourly audit of real volumes.",
+        f"Where the command's {cmd:.1f} s go (medians): Python start and imports, report writing and "
+        f"JVM exit {rest:.1f} s; planning the offsets on the driver {plan_s:.1f} s; the JVM and Spark "
+        f"session start {start_s:.1f} s; the one Spark job {compare_s:.1f} s, of which a warm session "
+        f"needs {warm_compare:.1f} s: the rest ({compare_s - warm_compare:.1f} s) is what a first job "
+        "pays once (Python worker and Data Source planner processes starting and importing pyspark, pyarrow "
+        "and confluent-kafka, code generation, the JVM's JIT warming up; not measured one by one). In "
+        "the bench process: session start "
+        f"{session_s:.1f} s, its first audit {first_s:.1f} s. The command maps the driver JVM's class-data "
+        "archive when an earlier command recorded it (`~/.cache/kmirror`; the first command on a machine "
+        "records it as its JVM exits).",
         "",
-        "Reproduce: `make bench-audit` (or `.venv/bin/python bench/audit.py --write docs/benchmarks.md`; "
-        f"options `--records {n}` `--repeat 3`).",
+        "Reproduce: `make bench-audit` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py "
+        f"--write docs/benchmarks.md`; options `--records {a.records}` `--repeat {a.repeat}`).",
         END,
     ]
     return "\n".join(lines) + "\n"

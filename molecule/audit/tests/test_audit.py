@@ -53,6 +53,10 @@ def test_scheduled_audit_proves_the_copy_complete_then_names_a_planted_drop(host
     html = host.file(f"{REPORTS}/{name}/report.html")
     assert html.user == "kmirror" and "<svg" in html.content_string
     assert "COMPLETE: 0 missing" in host.check_output(f"journalctl -u {SERVICE} --no-pager -o cat")
+    # The driver JVM's class-data archive: recorded once into the unit's cache directory, then reused.
+    cache = host.file("/var/cache/kmirror-audit/kmirror")
+    assert cache.is_directory and cache.user == "kmirror"
+    assert [f for f in cache.listdir() if f.endswith(".jsa")], cache.listdir()
 
     env = {**os.environ}
     planted = json.loads(

@@ -17,7 +17,6 @@ from kmirror.audit.plan import (
     Span,
     bucket_of,
     iso,
-    merge,
     output_dir,
     parse_duration,
     parse_time,
@@ -53,24 +52,6 @@ def test_split_cuts_spans_into_ranges_largest_first():
     assert sum(s.size for s in out) == 25 + 7
     with pytest.raises(ValueError):
         split(spans, 0)
-
-
-def test_merge_joins_overlapping_and_adjacent_spans_per_partition():
-    spans = [
-        Span(SOURCE, "a", 0, 50, 60),
-        Span(SOURCE, "a", 0, 0, 10),
-        Span(SOURCE, "a", 0, 10, 20),  # adjacent
-        Span(SOURCE, "a", 0, 15, 30),  # overlapping
-        Span(TARGET, "a", 0, 0, 10),  # other side
-        Span(SOURCE, "a", 1, 0, 10),  # other partition
-        Span(SOURCE, "a", 2, 5, 5),  # empty
-    ]
-    assert merge(spans) == [
-        Span(SOURCE, "a", 0, 0, 30),
-        Span(SOURCE, "a", 0, 50, 60),
-        Span(SOURCE, "a", 1, 0, 10),
-        Span(TARGET, "a", 0, 0, 10),
-    ]
 
 
 def test_span_round_trips_as_a_list():
@@ -121,45 +102,39 @@ def test_output_dir_fills_strftime_fields_in_utc():
     assert output_dir("out", now) == Path("out")
 
 
-# ------------------------------------------------------------------------------------------ phase 1
+# ------------------------------------------------------------------------------------------ sums
 
 
-def row(side, topic, p, bucket, n, c1, c2, lo, hi, fly=False):
-    return BucketRow(side, topic, p, bucket, fly, n, c1, c2, lo, hi)
+def row(topic, bucket, src, tgt, differing=0, fly=False):
+    return BucketRow(topic, bucket, fly, src, tgt, differing)
 
 
-def test_compare_sums_finds_the_differing_buckets_and_where_to_read_them_again():
+def test_compare_sums_adds_up_units_and_finds_the_differing_ones():
     b1, b2 = 0, 600_000
     rows = [
-        # bucket 1: same records spread over different partitions on each side: equal sums
-        row(SOURCE, "t", 0, b1, 3, 30, 3, 0, 2),
-        row(SOURCE, "t", 1, b1, 2, 20, 2, 0, 1),
-        row(TARGET, "t", 0, b1, 5, 50, 5, 0, 4),
-        # bucket 2: same count, different checksum -> differing
-        row(SOURCE, "t", 0, b2, 2, 7, 1, 3, 4),
-        row(TARGET, "t", 0, b2, 1, 5, 1, 5, 5),
-        row(TARGET, "t", 1, b2, 1, 3, 1, 9, 9),
-        # topic only on the target -> differing
-        row(TARGET, "extra", 0, b1, 1, 1, 1, 0, 0),
+        # bucket 1: the same contents, reported in several parts: equal
+        row("t", b1, 3, 2),
+        row("t", b1, 2, 3),
+        # bucket 2: as many records on both sides, but one content has a different number of copies
+        row("t", b2, 2, 0),
+        row("t", b2, 0, 2, differing=1),
+        # topic only on the target
+        row("extra", b1, 0, 1, differing=1),
     ]
     p1 = compare_sums(rows)
     assert p1.differing == {("t", b2, False), ("extra", b1, False)}
-    assert p1.units[("t", b1, False)][SOURCE] == p1.units[("t", b1, False)][TARGET]
-    assert p1.recheck == [
-        Span(SOURCE, "t", 0, 3, 5),
-        Span(TARGET, "extra", 0, 0, 1),
-        Span(TARGET, "t", 0, 5, 6),
-        Span(TARGET, "t", 1, 9, 10),
-    ]
+    assert p1.units[("t", b1, False)] == diff.UnitSums(5, 5, 0)
+    assert p1.units[("t", b2, False)] == diff.UnitSums(2, 2, 1)
+    # Counts that differ make a unit differ even without a named content.
+    assert compare_sums([row("t", b1, 2, 1)]).differing == {("t", b1, False)}
 
 
 def test_in_flight_is_its_own_unit():
-    rows = [row(SOURCE, "t", 0, 0, 2, 2, 2, 0, 1), row(TARGET, "t", 0, 0, 2, 2, 2, 0, 1)]
-    rows.append(row(SOURCE, "t", 0, 0, 1, 9, 9, 2, 2, fly=True))
+    rows = [row("t", 0, 2, 2), row("t", 0, 1, 0, differing=1, fly=True)]
     assert compare_sums(rows).differing == {("t", 0, True)}
 
 
-# ------------------------------------------------------------------------------------------ phase 2
+# ------------------------------------------------------------------------------------------ records
 
 
 def group(ts, locs, key=b"k", topic="t"):
@@ -223,7 +198,7 @@ def build(rows, groups, *, spans=(), max_listed=100, bucket=10 * MIN, grace_from
 
 
 def test_complete_report():
-    rows = [row(SOURCE, "t", 0, 0, 4, 10, 1, 0, 3), row(TARGET, "t", 2, 0, 4, 10, 1, 0, 3)]
+    rows = [row("t", 0, 4, 0), row("t", 0, 0, 4)]
     spans = [Span(SOURCE, "t", 0, 0, 4), Span(SOURCE, "t", 1, 0, 0), Span(TARGET, "t", 2, 0, 4)]
     rep = build(rows, [], spans=spans)
     assert rep["verdict"] == "complete" and rep["exit_code"] == 0 == report.exit_code(rep)
@@ -252,12 +227,9 @@ def test_complete_report():
 def test_incomplete_report_counts_per_bucket_topic_and_total():
     b = 10 * MIN
     rows = [
-        row(SOURCE, "t", 0, 0, 10, 1, 1, 0, 9),
-        row(TARGET, "t", 0, 0, 9, 2, 1, 0, 8),
-        row(SOURCE, "t", 0, b, 5, 3, 3, 10, 14),
-        row(TARGET, "t", 0, b, 7, 4, 3, 9, 15),
-        row(SOURCE, "u", 0, 0, 1, 1, 1, 0, 0),
-        row(TARGET, "u", 0, 0, 1, 1, 1, 0, 0),
+        row("t", 0, 10, 9, differing=1),
+        row("t", b, 5, 7, differing=2),
+        row("u", 0, 1, 1),
     ]
     groups = [
         group(5, [(SOURCE, 0, 3)]),
@@ -277,26 +249,26 @@ def test_incomplete_report_counts_per_bucket_topic_and_total():
 
 
 def test_unexpected_alone_and_in_flight_do_not_fail_the_audit():
-    rows = [row(SOURCE, "t", 0, 0, 1, 1, 1, 0, 0), row(TARGET, "t", 0, 0, 2, 3, 2, 0, 1)]
+    rows = [row("t", 0, 1, 2, differing=1)]
     assert build(rows, [group(5, [(SOURCE, 0, 0), (TARGET, 0, 0)])], grace_from=0)["exit_code"] == 0
     rep = build(rows, [group(7, [(TARGET, 0, 1)])])
     assert rep["exit_code"] == 0 and rep["totals"]["unexpected"] == 1
-    recent = [row(SOURCE, "t", 0, NOW - NOW % (10 * MIN), 1, 1, 1, 0, 0, fly=True)]
+    recent = [row("t", NOW - NOW % (10 * MIN), 1, 0, differing=1, fly=True)]
     rep = build(recent, [group(NOW - 1, [(SOURCE, 0, 0)])])
     assert rep["exit_code"] == 0 and rep["totals"]["in_flight"] == 1 and rep["totals"]["missing"] == 0
     assert rep["buckets"][0]["completeness"] == 0.0
 
 
 def test_listing_is_capped_and_says_so():
-    rows = [row(SOURCE, "t", 0, 0, 3, 1, 1, 0, 2)]
+    rows = [row("t", 0, 3, 0, differing=3)]
     groups = [group(i, [(SOURCE, 0, i)]) for i in range(3)]
     rep = build(rows, groups, max_listed=2)
     assert len(rep["missing_records"]) == 2 and rep["totals"]["missing"] == 3
     assert rep["truncated"]["missing_records"] is True
 
 
-def test_checksum_difference_without_named_records_is_a_warning():
-    rows = [row(SOURCE, "t", 0, 0, 1, 1, 1, 0, 0), row(TARGET, "t", 0, 0, 1, 2, 1, 0, 0)]
+def test_hash_difference_without_named_records_is_a_warning():
+    rows = [row("t", 0, 1, 1, differing=1)]
     rep = build(rows, [])
     assert rep["exit_code"] == 0 and len(rep["warnings"]) == 1 and "retention" in rep["warnings"][0]
 
@@ -304,11 +276,9 @@ def test_checksum_difference_without_named_records_is_a_warning():
 def test_html_is_self_contained_with_a_chart_per_topic():
     b = 10 * MIN
     rows = [
-        row(SOURCE, "t", 0, 0, 10, 1, 1, 0, 9),
-        row(TARGET, "t", 0, 0, 9, 2, 1, 0, 8),
-        row(SOURCE, "t", 0, 3 * b, 4, 1, 1, 10, 13),
-        row(TARGET, "t", 0, 3 * b, 4, 1, 1, 10, 13),
-        row(TARGET, "<u>", 0, 0, 1, 1, 1, 0, 0),
+        row("t", 0, 10, 9, differing=1),
+        row("t", 3 * b, 4, 4),
+        row("<u>", 0, 0, 1, differing=1),
     ]
     rep = build(rows, [group(5, [(SOURCE, 0, 3)]), group(6, [(TARGET, 0, 0)], topic="<u>")])
     page = report.render_html(rep)

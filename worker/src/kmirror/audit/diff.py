@@ -1,10 +1,9 @@
-"""The audit's comparison logic, pure: per-bucket sums to differing buckets, content groups to records.
+"""The audit's comparison logic, pure: per-bucket sums and differing contents to named records.
 
-Phase 1 (:func:`kmirror.audit.spark.bucket_sums`) gives, per cluster, topic, partition, time bucket and
-in-flight flag: the record count, two order-independent checksums (sums of two 64/32-bit content
-hashes) and the offset range. Units (topic, bucket, in-flight flag) whose counts or checksums differ
-are read again and compared record by record (phase 2): every distinct content (topic, key, value,
-headers, timestamp) with its copies on each side.
+One Spark job (:func:`kmirror.audit.spark.compare`) hashes every record's content (topic, timestamp,
+key, value, headers) into 128 bits, counts the copies of each distinct content on each cluster, and
+returns per topic, time bucket and in-flight flag the record counts of both sides (:class:`BucketRow`),
+and, for each content whose number of copies differs, where every copy is (:class:`ContentGroup`).
 """
 
 from __future__ import annotations
@@ -13,60 +12,45 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kmirror.audit.plan import SOURCE, TARGET, Span, bucket_of, merge
+from kmirror.audit.plan import SOURCE, TARGET, bucket_of
 
 Unit = tuple[str, int, bool]  # topic, bucket start, in flight
 
 
 @dataclass
-class Sums:
-    records: int = 0
-    checksum1: int = 0
-    checksum2: int = 0
-
-    def add(self, records: int, c1: int, c2: int) -> None:
-        self.records += records
-        self.checksum1 += c1
-        self.checksum2 += c2
+class UnitSums:
+    source_records: int = 0
+    target_records: int = 0
+    differing: int = 0  # distinct contents with a different number of copies on the two sides
 
 
 @dataclass(frozen=True)
 class BucketRow:
-    """One row of phase 1."""
+    """A part of one unit's sums (a unit may come in several rows; they add up)."""
 
-    side: int
     topic: str
-    partition: int
     bucket: int
     in_flight: bool
-    records: int
-    checksum1: int
-    checksum2: int
-    min_offset: int
-    max_offset: int
+    source_records: int
+    target_records: int
+    differing: int = 0
 
 
 @dataclass
 class Phase1:
-    units: dict[Unit, tuple[Sums, Sums]]
+    units: dict[Unit, UnitSums]
     differing: set[Unit]
-    recheck: list[Span]  # the offset ranges holding the records of the differing units
 
 
 def compare_sums(rows: Iterable[BucketRow]) -> Phase1:
-    units: dict[Unit, tuple[Sums, Sums]] = defaultdict(lambda: (Sums(), Sums()))
-    where: dict[Unit, list[BucketRow]] = defaultdict(list)
+    units: dict[Unit, UnitSums] = defaultdict(UnitSums)
     for r in rows:
-        unit = (r.topic, r.bucket, r.in_flight)
-        units[unit][r.side].add(r.records, r.checksum1, r.checksum2)
-        where[unit].append(r)
-    differing = {u for u, (s, t) in units.items() if s != t}
-    spans = [
-        Span(r.side, r.topic, r.partition, r.min_offset, r.max_offset + 1)
-        for u in differing
-        for r in where[u]
-    ]
-    return Phase1(dict(units), differing, merge(spans))
+        u = units[(r.topic, r.bucket, r.in_flight)]
+        u.source_records += r.source_records
+        u.target_records += r.target_records
+        u.differing += r.differing
+    differing = {k for k, u in units.items() if u.differing or u.source_records != u.target_records}
+    return Phase1(dict(units), differing)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@
     kmirror audit --source.config FILE --target.config FILE --topics REGEX [--from TIME] [--to TIME]
                   [--bucket 10m] [--grace 5m] --output DIR [--master URL] [--exclude REGEX]
 
-Both clusters are read in parallel inside Spark executors (confluent-kafka, one Spark partition per
-offset range). Per topic and time bucket of the record timestamp, the counts and two order-independent
-content checksums are compared; buckets that differ are compared record by record on the content
-(topic, key, value, headers, timestamp): missing (in the source, not in the target), duplicated
-(extra copies in the target), unexpected (in the target, not in the source). Records newer than
-now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
+Both clusters are read once, in parallel, inside Spark executors (confluent-kafka, one Spark partition
+per offset range). Every record's content (topic, key, value, headers, timestamp) is hashed into 128
+bits and the copies of each content are counted on both sides: missing (in the source, not in the
+target), duplicated (extra copies in the target), unexpected (in the target, not in the source), each
+named by partition and offset, and the record counts per topic and time bucket of the record timestamp.
+Records newer than now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
 The properties files are read as `kmirror run` reads them (Java and legacy keys, SASL, TLS).
 
 Exit codes: 0 complete, 1 records missing or duplicated, 2 error (one line on stderr).
@@ -33,7 +33,6 @@ import contextlib
 import json
 import re
 import time
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -92,31 +91,29 @@ def plan(o: AuditOptions) -> Plan:
     return Plan(src + tgt, time.monotonic() - t0)
 
 
-def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> dict[str, object]:
+def run(
+    spark: SparkSession, o: AuditOptions, planned: Plan | None = None, spark_start_s: float | None = None
+) -> dict[str, object]:
     """Plan (unless given), compare, and build the report (a dict, as written to report.json)."""
     from kmirror.audit import spark as sp
 
     planned = planned or plan(o)
     spans = planned.spans
     t1 = time.monotonic()
-    settings = [o.source, o.target]
     in_flight_from = o.now_ms - o.grace_ms
-    window = {"from_ms": o.from_ms, "to_ms": o.to_ms, "bucket_ms": o.bucket_ms}
-    rows = sp.bucket_sums(
-        spark, spans, settings, in_flight_from=in_flight_from, range_size=o.range_size, **window
+    rows, groups = sp.compare(
+        spark,
+        spans,
+        [o.source, o.target],
+        from_ms=o.from_ms,
+        to_ms=o.to_ms,
+        bucket_ms=o.bucket_ms,
+        in_flight_from=in_flight_from,
+        range_size=o.range_size,
     )
     phase1 = diff.compare_sums(rows)
-    t2 = time.monotonic()
-    groups: list[diff.ContentGroup] = []
-    if phase1.differing:
-        only: dict[str, set[int]] = defaultdict(set)
-        for topic, bucket, _fly in phase1.differing:
-            only[topic].add(bucket)
-        groups = sp.content_groups(
-            spark, phase1.recheck, settings, only=only, range_size=o.range_size, **window
-        )
     differences = diff.classify(groups, o.bucket_ms, in_flight_from)
-    t3 = time.monotonic()
+    t2 = time.monotonic()
     ctx = report.Context(
         source=o.source.get("bootstrap.servers", ""),
         target=o.target.get("bootstrap.servers", ""),
@@ -130,9 +127,8 @@ def run(spark: SparkSession, o: AuditOptions, planned: Plan | None = None) -> di
         spans=spans,
         timings={
             "plan": planned.seconds,
-            "sums": t2 - t1,
-            "records": t3 - t2,
-            "compare": t3 - t1,
+            **({} if spark_start_s is None else {"spark_start": spark_start_s}),
+            "compare": t2 - t1,
         },
         spark={"version": spark.version, "master": spark.sparkContext.master},
         max_listed=o.max_listed,
@@ -309,10 +305,12 @@ def cmd_audit(a: argparse.Namespace) -> int:
     from kmirror.audit import spark as sp
 
     spark = None
+    archive = None if sp.under_spark_submit() else sp.ClassArchive.find()
     try:
         planned = plan(opts)  # cluster problems show before Spark starts
-        spark = sp.session(a.master, conf)
-        rep = run(spark, opts, planned)
+        t0 = time.monotonic()
+        spark = sp.session(a.master, conf, archive)
+        rep = run(spark, opts, planned, spark_start_s=time.monotonic() - t0)
         paths = write(rep, out)
     except KmirrorError as exc:
         raise AuditError(" ".join(str(exc).split())) from None
@@ -322,6 +320,8 @@ def cmd_audit(a: argparse.Namespace) -> int:
         if spark is not None:
             with contextlib.suppress(Exception):
                 spark.stop()
+            if archive is not None:
+                archive.finish()
     print(f"kmirror audit: {rep['summary']}")
     print(f"kmirror audit: report {paths[1]} ({paths[0].name} beside it)")
     return int(rep["exit_code"])  # type: ignore[call-overload]

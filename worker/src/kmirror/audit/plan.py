@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -126,23 +125,3 @@ def split(spans: Iterable[Span], max_records: int) -> list[Span]:
             out.append(Span(s.side, s.topic, s.partition, start, end))
             start = end
     return sorted(out, key=lambda s: (-s.size, s))
-
-
-def merge(spans: Iterable[Span]) -> list[Span]:
-    """Union of spans per (side, topic, partition): overlapping or adjacent spans become one."""
-    by_tp: dict[tuple[int, str, int], list[Span]] = defaultdict(list)
-    for s in spans:
-        if s.size:
-            by_tp[(s.side, s.topic, s.partition)].append(s)
-    out = []
-    for (side, topic, partition), group in sorted(by_tp.items()):
-        group.sort()
-        cur_start, cur_end = group[0].start, group[0].end
-        for s in group[1:]:
-            if s.start <= cur_end:
-                cur_end = max(cur_end, s.end)
-            else:
-                out.append(Span(side, topic, partition, cur_start, cur_end))
-                cur_start, cur_end = s.start, s.end
-        out.append(Span(side, topic, partition, cur_start, cur_end))
-    return out

@@ -55,7 +55,7 @@ def _human_ms(ms: int) -> str:
 
 def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]:
     per_bucket: dict[tuple[str, int], dict[str, object]] = {}
-    for (topic, bucket, _fly), (src, tgt) in sorted(phase1.units.items()):
+    for (topic, bucket, _fly), sums in sorted(phase1.units.items()):
         b = per_bucket.setdefault(
             (topic, bucket),
             {
@@ -67,9 +67,9 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
                 "checksums_match": True,
             },
         )
-        b["source_records"] += src.records  # type: ignore[operator]
-        b["target_records"] += tgt.records  # type: ignore[operator]
-        b["checksums_match"] = b["checksums_match"] and src == tgt
+        b["source_records"] += sums.source_records  # type: ignore[operator]
+        b["target_records"] += sums.target_records  # type: ignore[operator]
+        b["checksums_match"] = b["checksums_match"] and (topic, bucket, _fly) not in phase1.differing
     warnings = []
     for key, b in per_bucket.items():
         d = diffs.buckets.get(key, BucketDiff())
@@ -79,8 +79,8 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
         b["completeness"] = round((src_n - d.missing - d.in_flight) / src_n, 6) if src_n else None
         if not b["checksums_match"] and not any(getattr(d, n) for n in _COUNTS):
             warnings.append(
-                f"{key[0]} bucket {iso(key[1])}: the checksums differed but the record-by-record check "
-                "found no difference (records changed between the two reads, e.g. retention)"
+                f"{key[0]} bucket {iso(key[1])}: the content hashes differed but no record could be "
+                "named (records removed by retention while the audit read them)"
             )
     buckets = sorted(per_bucket.values(), key=lambda b: (b["topic"], b["start_ms"]))  # type: ignore[arg-type, return-value]
 

@@ -11,7 +11,6 @@ Options (all strings):
   ``source.KEY``/``target.KEY``  librdkafka settings of each cluster (Spark redacts the values of keys
                  that look secret in plans and logs)
   ``from_ms``, ``to_ms``  keep records with from <= timestamp < to (optional)
-  ``bucket_ms``, ``only``  with ``only`` = JSON {topic: [bucket starts]}: keep only those buckets
 """
 
 from __future__ import annotations
@@ -57,9 +56,6 @@ class KafkaRangeReader(DataSourceReader):
         }
         self.from_ms = int(options["from_ms"]) if options.get("from_ms") else None
         self.to_ms = int(options["to_ms"]) if options.get("to_ms") else None
-        self.bucket_ms = int(options.get("bucket_ms") or 0)
-        only = json.loads(options["only"]) if options.get("only") else None
-        self.only = {t: set(b) for t, b in only.items()} if only is not None else None
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(s.as_list()) for s in self.spans]
@@ -71,8 +67,6 @@ class KafkaRangeReader(DataSourceReader):
             self.confs[span.side],
             from_ms=self.from_ms,
             to_ms=self.to_ms,
-            bucket_ms=self.bucket_ms,
-            only=self.only,
         )
 
 
@@ -82,8 +76,6 @@ def read_span(
     *,
     from_ms: int | None,
     to_ms: int | None,
-    bucket_ms: int = 0,
-    only: Mapping[str, set[int]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The records of one span as Arrow batches of the source's schema."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -92,7 +84,6 @@ def read_span(
 
     low = -(2**63) if from_ms is None else from_ms
     high = 2**63 - 1 if to_ms is None else to_ms
-    wanted = None if only is None else only.get(span.topic, set())
     c = Consumer(consumer_conf(settings))
     try:
         c.assign([TopicPartition(span.topic, span.partition, span.start)])
@@ -127,8 +118,6 @@ def read_span(
                 pos = off + 1
                 ts = m.timestamp()[1]
                 if ts < low or ts >= high:
-                    continue
-                if wanted is not None and ts - ts % bucket_ms not in wanted:
                     continue
                 offsets.append(off)
                 stamps.append(ts)
