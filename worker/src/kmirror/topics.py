@@ -24,12 +24,16 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     NewPartitions,
     NewTopic,
 )
+
+try:  # confluent-kafka >= 2.2; the GSSAPI build for Kerberos hosts (2.0.2) cannot alter incrementally
+    from confluent_kafka.admin import AlterConfigOpType
+except ImportError:  # pragma: no cover - depends on the installed client
+    AlterConfigOpType = None
 
 from kmirror.errors import KmirrorError
 
@@ -168,6 +172,9 @@ def alter_configs(
     admin: AdminClient, changes: Mapping[str, ConfigChange], timeout: float = 10.0
 ) -> dict[str, str]:
     """Apply the changes by incremental alter configs (one request); returns the refusals {topic: reason}."""
+    if AlterConfigOpType is None:  # never the non-incremental AlterConfigs: it resets every other config
+        why = "this confluent-kafka client has no incremental alter configs (2.2 or later has)"
+        return {topic: why for topic, change in changes.items() if change}
     resources = []
     for topic, change in changes.items():
         entries = [
