@@ -164,6 +164,13 @@ class Stream:
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
         self.consumer = Consumer(consumer_conf, logger=logging.getLogger("kmirror.librdkafka.consumer"))
+        instance = spec.consumer.get("group.instance.id")
+        log.info(
+            "%s: member of group %s (%s)",
+            spec.label,
+            spec.consumer.get("group.id"),
+            f"static, group.instance.id {instance}" if instance else "dynamic",
+        )
         self.producers = []
         queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
         shares = queue_shares(queue_size, spec.num_producers)
