@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sections import markers, write_section
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
-from kmirror.filters import TopicFilter
+from kmirror.config.filters import TopicFilter
 
 PARTITIONS = 6
 BASE_TS = 1_700_000_000_000
@@ -263,7 +263,7 @@ def main() -> int:
     if a.raw_read:
         print(raw_read(*a.raw_read))
         return 0
-    from kmirror.embedded import clusters
+    from kmirror.testing.embedded import clusters
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     loads = [os.getloadavg()[0]]

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from records import compare_table, create_topics, fill, say
 
-from kmirror import lag
-from kmirror.embedded import clusters
+from kmirror.health import lag
+from kmirror.testing.embedded import clusters
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS_PY = REPO / "molecule" / "shared" / "hosts.py"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from records import compare_table, create_topics, fill, say
 
-from kmirror import lag
-from kmirror.embedded import clusters
+from kmirror.health import lag
+from kmirror.testing.embedded import clusters
 
 TOPICS = {"orders": 6, "payments": 3, "clickstream": 4}
 GROUP = "kmirror-demo"

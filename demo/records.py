@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmirror import compare
+from kmirror.testing import compare
 
 
 def say(text: str) -> None:

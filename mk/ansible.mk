@@ -4,7 +4,7 @@
 #                          promtool (checks monitoring/prometheus/ in tests/ansible/test_monitoring.py)
 #   make lint-ansible      ansible-lint, production profile (its yaml rule runs yamllint's checks)
 #   make test-ansible      fast tests (tests/ansible, no hosts): templates, plugins, inventory.example, and
-#                          the modules against embedded brokers (kmirror.embedded)
+#                          the modules against embedded brokers (kmirror.testing.embedded)
 #   make molecule          every molecule scenario on real systemd-nspawn guests, one after another;
 #                          a failed scenario is still destroyed, the others still run, the target fails
 # Needs root on Debian 12 (hosts.py prereqs installs systemd-container, debootstrap, ... with apt-get).

@@ -397,7 +397,7 @@ def up(
     max_session_s: float | None = None,
     krb5_config: str | None = None,
 ) -> dict[str, str]:
-    from kmirror.embedded import broker_binary
+    from kmirror.testing.embedded import broker_binary
 
     state.mkdir(parents=True, exist_ok=True)
     down(state)

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from kmirror.embedded import broker_binary, free_port
+from kmirror.testing.embedded import broker_binary, free_port
 
 READY_S = 20.0
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import ROLES, load_module
 
-from kmirror import offsetsync
+from kmirror.failover import offsetsync
 
 bindings_mod = load_module(
     ROLES / "kmirror_acls/module_utils/kmirror_acl_bindings.py", "kmirror_acl_bindings"

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from conftest import ROLES, load_module
 from test_acls import acl_module, run_module
 
-from kmirror.embedded import clusters
+from kmirror.testing.embedded import clusters
 
 topic_module = load_module(ROLES / "kmirror_topics/library/kmirror_topic.py", "kmirror_topic_module")
 lag_module = load_module(ROLES / "kmirror_lag/library/kmirror_group_lag.py", "kmirror_group_lag_module")

@@ -14,7 +14,7 @@ from conftest import ROOT
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmirror.metrics import Collector, Snapshot
+from kmirror.mirror.metrics import Collector, Snapshot
 
 PROM = ROOT / "monitoring" / "prometheus"
 # Metric names the rules may use before the worker serves them (none: every rule's metric is served).

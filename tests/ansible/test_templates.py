@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kmirror import config, safety
+from kmirror import config
+from kmirror.config import safety
+from kmirror.config.jaas import load_jaas_file
+from kmirror.config.properties import parse_properties
 from kmirror.errors import ConfigError
-from kmirror.jaas import load_jaas_file
-from kmirror.properties import parse_properties
 
 NASTY = 'p@ss "quoted" \\back\\slash $HOME %i #hash'
 
@@ -359,7 +360,7 @@ def test_command_line_quoting_keeps_regexes_exact(render):
     assert argv[argv.index("--whitelist") + 1] == nasty
     assert argv[argv.index("--blacklist") + 1] == "c\\.private"
     # and the worker's own filter accepts what systemd hands it
-    from kmirror.filters import TopicFilter
+    from kmirror.config.filters import TopicFilter
 
     assert TopicFilter(None, argv[argv.index("--blacklist") + 1]).matches("cXprivate")
 

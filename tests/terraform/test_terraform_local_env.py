@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tfcli import ROOT, TERRAFORM_DIR, ok, terraform
 
-from kmirror import embedded
+from kmirror.testing import embedded
 
 ENV_DIR = TERRAFORM_DIR / "envs" / "local"
 HOSTS_PY = ROOT / "molecule" / "shared" / "hosts.py"

@@ -33,12 +33,12 @@ NEG = "/tmp/kmirror-neg"
 
 # Runs on the guest with kmirror's own virtualenv (the GSSAPI client): writes COUNT records to TOPIC on the
 # source, then reads the topic on both clusters until the target holds as many, and compares them record
-# by record (key, value, headers, timestamp, partition and order): kmirror.compare.
+# by record (key, value, headers, timestamp, partition and order): kmirror.testing.compare.
 RECORDS = r"""
 import json, sys, time, uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from kmirror.compare import compare, read_topics
+from kmirror.testing.compare import compare, read_topics
 
 source, target, topic, count, keytab, principal = sys.argv[1:7]
 sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",

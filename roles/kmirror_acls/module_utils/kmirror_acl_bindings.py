@@ -4,7 +4,8 @@ What the MirrorMaker reference documents ask for, for the mirror's own principal
 
 * on the **source** cluster: READ and DESCRIBE on the mirrored topics, READ on the mirror's consumer group;
   plus DESCRIBE_CONFIGS on those topics, because kmirror copies each topic's effective configs (every config
-  the source describes, minus read-only, sensitive and cluster-specific ones: ``kmirror.topics``) when it
+  the source describes, minus read-only, sensitive and cluster-specific ones:
+  ``kmirror.mirror.topics``) when it
   creates the destination topic and keeps copying changes while it mirrors;
 * on the **target** cluster: WRITE, DESCRIBE and CREATE on the mirrored topics, DESCRIBE_CONFIGS and
   ALTER_CONFIGS on them (the destination topic configs are kept equal to the source's by incremental alter
@@ -35,7 +36,8 @@ TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "A
 SYNC_SOURCE_GROUP_OPERATIONS = ("DESCRIBE",)
 SYNC_TARGET_GROUP_OPERATIONS = ("READ", "DESCRIBE")
 SYNC_TARGET_TOPIC_OPERATIONS = ("READ",)
-SYNC_TOPIC = "__kmirror-offset-syncs"  # kmirror.offsetsync.SYNC_TOPIC (modules cannot import the worker here)
+# kmirror.failover.offsetsync.SYNC_TOPIC (modules cannot import the worker here)
+SYNC_TOPIC = "__kmirror-offset-syncs"
 SYNC_TOPIC_OPERATIONS = ("CREATE", "DESCRIBE", "READ", "WRITE")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 _META = set(".[]{}()*+?^$|\\")

@@ -1,6 +1,7 @@
 """Lookup plugin ``kmirror_safety``: the worker's data-loss-safe client settings, read on the controller.
 
-The one source of truth is ``kmirror.safety`` in the worker package (the same table ``kmirror defaults``
+The one source of truth is ``kmirror.config.safety`` in the worker package (the same table
+``kmirror defaults``
 prints). This plugin imports it on the controller, so the templates never hold a copy that could drift.
 """
 
@@ -11,7 +12,7 @@ DOCUMENTATION = r"""
 name: kmirror_safety
 short_description: kmirror's required, default and engine-owned client settings
 description:
-  - "Returns C(kmirror.safety.table()) from the kmirror package installed on the controller
+  - "Returns C(kmirror.config.safety.table()) from the kmirror package installed on the controller
     (the output of C(kmirror defaults)) as one dictionary: for each of C(consumer) and C(producer),
     C(required) (key, value, why), C(defaults) (key, value) and C(engine_owned) (key, value)."
   - The controller needs the worker package importable by the Python that runs Ansible
@@ -41,7 +42,7 @@ from ansible.plugins.lookup import LookupBase
 
 def safety_table() -> dict:
     try:
-        from kmirror import safety
+        from kmirror.config import safety
     except ImportError as exc:
         raise AnsibleLookupError(
             "the kmirror package is not importable by the Python running Ansible "

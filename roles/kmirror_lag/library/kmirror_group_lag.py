@@ -47,7 +47,8 @@ consuming:
   returned: always
 committed_partitions: {description: Partitions with a committed offset, type: int, returned: always}
 partitions:
-  description: Per partition (kmirror.lag) - topic, partition, offset (committed), log_size, lag, owner.
+  description: Per partition (kmirror.health.lag) - topic, partition, offset (committed), log_size, lag,
+    owner.
   type: list
   returned: always
 total_lag: {description: Sum of the partitions' lag (records), type: int, returned: always}
@@ -61,10 +62,10 @@ try:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from kmirror import lag
     from kmirror.config import admin_settings, client_conf, load_client_config
+    from kmirror.config.filters import TopicFilter
     from kmirror.errors import KmirrorError
-    from kmirror.filters import TopicFilter
+    from kmirror.health import lag
 
     IMPORT_ERROR = None
 except ImportError:
@@ -98,7 +99,7 @@ def main() -> None:
             t for t, m in admin.list_topics(timeout=timeout).topics.items() if m.error is None
         )
         desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
-        # The numbers are kmirror's own (kmirror.lag, as `kmirror lag` prints them).
+        # The numbers are kmirror's own (kmirror.health.lag, as `kmirror lag` prints them).
         rows = lag.group_lag(conf, group, topics, timeout=timeout)
     except KmirrorError as exc:
         module.fail_json(msg=str(exc))

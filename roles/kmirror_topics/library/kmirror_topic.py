@@ -12,7 +12,7 @@ description:
     filter, internal topics never), and creates those missing on the target with the source's partition count
     and effective topic configs (every config the source describes, set on the topic or inherited from the
     source brokers, except read-only, sensitive and cluster-specific ones such as min.insync.replicas),
-    through C(kmirror.topics), the code and the one copy rule the worker itself uses.
+    through C(kmirror.mirror.topics), the code and the one copy rule the worker itself uses.
   - Topics already on the target are brought in step the way the running worker keeps them, by the same code
     (incremental alter configs) where their replicable configs differ from the source's, and partitions are
     added (create partitions) where the target has fewer than the source. A target that refuses to add
@@ -99,10 +99,10 @@ try:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from kmirror import topics as kt
     from kmirror.config import admin_settings, client_conf, load_client_config
+    from kmirror.config.filters import TopicFilter
     from kmirror.errors import KmirrorError
-    from kmirror.filters import TopicFilter
+    from kmirror.mirror import topics as kt
 
     IMPORT_ERROR = None
 except ImportError:

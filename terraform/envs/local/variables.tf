@@ -1,6 +1,6 @@
 variable "bootstrap_servers" {
   description = <<-EOT
-    The clusters, name => "host:port", as `python -m kmirror.embedded up --state-dir DIR --host 10.213.0.1
+    The clusters, name => "host:port", as `python -m kmirror.testing.embedded up --state-dir DIR --host 10.213.0.1
     NAME...` writes them to DIR/clusters.json (pass it as -var "bootstrap_servers=$(cat DIR/clusters.json)").
     The entry named target_cluster_name is the target; every other entry is a source cluster. The guests
     reach the controller at 10.213.0.1 only, so the brokers must listen there.

@@ -9,11 +9,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import NoReturn
 
-from kmirror import __version__, audit, failover, kerberos, lagcheck, safety, translation
-from kmirror.config import ClientConfig, load_client_config
+from kmirror import __version__, audit
+from kmirror.config import ClientConfig, kerberos, load_client_config, safety, translation
+from kmirror.config.filters import TopicFilter
 from kmirror.errors import ConfigError, KmirrorError
-from kmirror.filters import TopicFilter
-from kmirror.plan import (
+from kmirror.failover import command as failover
+from kmirror.health import lagcheck
+from kmirror.mirror.plan import (
     DEFAULT_NUM_PRODUCERS,
     DEFAULT_QUEUE_SIZE,
     MirrorOptions,
@@ -296,7 +298,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from kmirror import runner
+    from kmirror.mirror import runner
 
     runner.setup_logging(a.log_level)
     plan = build_plan(_options(a))

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmirror.embedded import Cluster, clusters
+from kmirror.testing.embedded import Cluster, clusters
 
 KMIRROR = [sys.executable, "-m", "kmirror"]
 # The test broker holds JoinGroup for session.timeout.ms/2: keep it short in tests.

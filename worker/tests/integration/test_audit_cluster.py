@@ -24,7 +24,7 @@ from conftest import consumer_file, producer_file
 from test_audit import BASE_TS, audit_cli, located, plant
 
 from kmirror.audit import job
-from kmirror.embedded import free_port
+from kmirror.testing.embedded import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 # What Spark's own scripts (load-spark-env.sh) set: a worker needs it to build its executors' command.

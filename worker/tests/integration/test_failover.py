@@ -37,8 +37,8 @@ from conftest import (
     wait_until,
 )
 
-from kmirror.embedded import Cluster, clusters, free_port
-from kmirror.groupsync import read_sync_data
+from kmirror.failover.groupsync import read_sync_data
+from kmirror.testing.embedded import Cluster, clusters, free_port
 
 SYNC_MS = "300"
 

@@ -214,7 +214,7 @@ RECORDS = r"""
 import json, sys, time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from kmirror.compare import compare, read_topics
+from kmirror.testing.compare import compare, read_topics
 mode, source, target, topic, count, keytab, principal = sys.argv[1:8]
 sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
         "sasl.kerberos.keytab": keytab, "sasl.kerberos.principal": principal}

@@ -12,10 +12,11 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 from conftest import create_topic, make_records, produce, write
 
-from kmirror import health, lagcheck
-from kmirror.health import Status
+from kmirror.health import lagcheck
+from kmirror.health import rules as health
+from kmirror.health.rules import Status
 
-LAG = [sys.executable, "-m", "kmirror.lagcheck"]
+LAG = [sys.executable, "-m", "kmirror.health.lagcheck"]
 
 
 def lag_cli(*args, timeout=60):

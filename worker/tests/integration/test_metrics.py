@@ -16,7 +16,7 @@ from conftest import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmirror.embedded import free_port
+from kmirror.testing.embedded import free_port
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -26,7 +26,7 @@ from conftest import (
     wait_until,
 )
 
-from kmirror.embedded import clusters
+from kmirror.testing.embedded import clusters
 
 
 def murmur2(data: bytes) -> int:

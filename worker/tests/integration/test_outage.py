@@ -30,7 +30,7 @@ from conftest import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from kmirror.embedded import free_port
+from kmirror.testing.embedded import free_port
 
 LIBRDKAFKA_DEFAULT_MESSAGE_TIMEOUT_S = 300
 OUTAGE_S = LIBRDKAFKA_DEFAULT_MESSAGE_TIMEOUT_S + 15

@@ -40,7 +40,7 @@ from conftest import (
     wait_until,
 )
 
-from kmirror.embedded import Cluster, clusters, free_port
+from kmirror.testing.embedded import Cluster, clusters, free_port
 
 RUNS = int(os.environ.get("KMIRROR_RESTART_RUNS", "10"))
 SESSION_S = 6.0  # session.timeout.ms of the test consumer files (conftest.TEST_CONSUMER_EXTRA)

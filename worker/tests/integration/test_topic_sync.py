@@ -31,7 +31,7 @@ from conftest import (
 from test_metrics import scrape
 from test_mirror import java_partition
 
-from kmirror.embedded import Cluster, free_port
+from kmirror.testing.embedded import Cluster, free_port
 
 
 def topic_configs(cluster: Cluster, topic: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 
 from kmirror.audit import diff, job, report
 from kmirror.audit.diff import BucketRow, ContentGroup, classify, compare_sums
-from kmirror.audit.plan import (
+from kmirror.audit.scope import (
     SOURCE,
     TARGET,
     Span,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kmirror import config, runner, safety, translation
 from kmirror.cli import main
+from kmirror.config import load, safety, translation
+from kmirror.mirror import runner
 
 DOCS_TABLE = Path(__file__).resolve().parents[3] / "docs" / "config-translation.md"
 
@@ -517,7 +518,7 @@ def test_topic_filter_in_the_producer_file_is_refused_by_both(capsys, more_files
 def test_different_kerberos_principals_refused_by_check_config_too(capsys, monkeypatch, more_files):
     # The confluent-kafka wheel's librdkafka has no GSSAPI (its offline check would refuse both files
     # first); the principal check comes after it, so skip librdkafka's check for these two files only.
-    monkeypatch.setattr(config, "validate_with_librdkafka", lambda cfg: None)
+    monkeypatch.setattr(load, "validate_with_librdkafka", lambda cfg: None)
     errors = []
     for command in ("run", "check-config"):
         code, out, err = cli(

@@ -1,7 +1,7 @@
-"""Pure parts of kmirror.compare and kmirror.lag."""
+"""Pure parts of kmirror.testing.compare and kmirror.health.lag."""
 
-from kmirror.compare import compare
-from kmirror.lag import NO_OFFSET, compute, total
+from kmirror.health.lag import NO_OFFSET, compute, total
+from kmirror.testing.compare import compare
 
 
 def rec(i: int, key: bytes | None = b"k"):

@@ -1,4 +1,4 @@
-"""kmirror.filters: MirrorMaker's whitelist/blacklist rules with Java regex semantics."""
+"""kmirror.config.filters: MirrorMaker's whitelist/blacklist rules with Java regex semantics."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
+from kmirror.config.filters import TopicFilter, mirrormaker_pattern
 from kmirror.errors import ConfigError
-from kmirror.filters import TopicFilter, mirrormaker_pattern
 
 TOPICS = ["app_log", "app_log2", "orders", "orders.eu", "orders.tmp", "payments", "x", "Mixed-Case_1"]
 

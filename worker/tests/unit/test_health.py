@@ -1,4 +1,4 @@
-"""Burrow-style evaluation (kmirror.health) on scripted sample sequences: every status and transition."""
+"""Burrow-style evaluation (kmirror.health.rules) on scripted samples: every status and transition."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from kmirror import health, lagcheck
-from kmirror.health import Sample, Status, Window, evaluate, exit_code, group_status
+from kmirror.health import lagcheck
+from kmirror.health import rules as health
+from kmirror.health.rules import Sample, Status, Window, evaluate, exit_code, group_status
 
 W = 5
 
@@ -201,7 +202,7 @@ def test_window_forgets_partitions_and_round_trips_json():
 
 
 def test_evaluation_marks_a_group_without_commits_notfound():
-    from kmirror.lag import PartitionLag
+    from kmirror.health.lag import PartitionLag
 
     rows = [PartitionLag("g", "t", 0, -1, 10, 10, "none")]
     w = Window(3)
@@ -213,7 +214,7 @@ def test_evaluation_marks_a_group_without_commits_notfound():
 
 
 def test_table_has_the_reference_columns():
-    from kmirror.lag import PartitionLag
+    from kmirror.health.lag import PartitionLag
 
     rows = [PartitionLag("KafkaMirror", "test-topic", 2, 6, 9, 3, "none")]
     text = lagcheck.table(rows)

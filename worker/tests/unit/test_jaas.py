@@ -1,4 +1,4 @@
-"""kmirror.jaas reads JAAS files and Kafka's inline sasl.jaas.config values as the JVM does.
+"""kmirror.config.jaas reads JAAS files and Kafka's inline sasl.jaas.config values as the JVM does.
 
 Accepted inputs below were checked against OpenJDK 17's JAAS ConfigFile (the file form) and a
 StreamTokenizer set up like Kafka's JaasConfig (the inline form).
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.config.jaas import LoginModule, load_jaas_file, parse_jaas_config_value, parse_jaas_file
 from kmirror.errors import ConfigError
-from kmirror.jaas import LoginModule, load_jaas_file, parse_jaas_config_value, parse_jaas_file
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -1,4 +1,4 @@
-"""kmirror.kerberos: what the installed client reports, and the checks that need no KDC.
+"""kmirror.config.kerberos: what the installed client reports, and the checks that need no KDC.
 
 The logins against a real KDC (wrong keytab, wrong principal, unreachable KDC) are in
 worker/tests/integration/test_kerberos.py and the molecule scenario kerberos.
@@ -12,8 +12,8 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from kmirror import kerberos
 from kmirror.cli import main
+from kmirror.config import kerberos
 from kmirror.errors import ConfigError
 
 GSSAPI = {

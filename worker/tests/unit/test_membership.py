@@ -14,9 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
-from kmirror import health, metrics, runner, safety
-from kmirror.config import load_client_config
-from kmirror.plan import MirrorOptions, build_plan, unassigned_warn_s
+from kmirror.config import load_client_config, safety
+from kmirror.health import rules as health
+from kmirror.mirror import metrics, runner
+from kmirror.mirror.plan import MirrorOptions, build_plan, unassigned_warn_s
 
 PRODUCER = "bootstrap.servers=127.0.0.1:1\n"
 

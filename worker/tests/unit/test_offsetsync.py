@@ -1,4 +1,4 @@
-"""Offset translation (kmirror.offsetsync, kmirror.failover.build_rows): pure logic, no network.
+"""Offset translation (kmirror.failover.offsetsync, kmirror.failover.command.build_rows): pure logic.
 
 The central property is checked against a model of a mirrored partition: source offsets with gaps
 (compaction, transaction markers), other writers on the target, crashes that re-write records since the
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kmirror.errors import ConfigError
-from kmirror.failover import build_rows
-from kmirror.offsetsync import (
+from kmirror.failover.command import build_rows
+from kmirror.failover.offsetsync import (
     LATEST_SLOT,
     Checkpoint,
     SyncData,
@@ -29,7 +29,7 @@ from kmirror.offsetsync import (
     sync_record,
     sync_slots,
 )
-from kmirror.plan import MirrorOptions, build_plan
+from kmirror.mirror.plan import MirrorOptions, build_plan
 
 Moment = tuple[list[tuple[int, int]], dict[int, int]]
 

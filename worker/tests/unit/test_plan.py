@@ -1,4 +1,4 @@
-"""kmirror.plan.build_plan: MirrorMaker options and files become a checked plan of streams (no network)."""
+"""kmirror.mirror.plan.build_plan: MirrorMaker options and files become a checked plan of streams."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from kmirror.config import ClientConfig, load_client_config
+from kmirror.config.filters import TopicFilter
 from kmirror.errors import ConfigError
-from kmirror.filters import TopicFilter
-from kmirror.plan import (
+from kmirror.mirror.plan import (
     DEFAULT_QUEUE_SIZE,
     MirrorOptions,
     build_plan,

@@ -1,4 +1,4 @@
-"""kmirror.properties reads .properties files exactly as java.util.Properties.load does.
+"""kmirror.config.properties reads .properties files exactly as java.util.Properties.load does.
 
 The expected values below were checked against ``Properties.load(Reader)`` of OpenJDK 17.
 """
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.config.properties import load_properties, parse_properties
 from kmirror.errors import ConfigError
-from kmirror.properties import load_properties, parse_properties
 
 LEGACY_CONSUMER = """\
 bootstrap.servers=kafka-source-server1:6667,kafka-source-server2:6667

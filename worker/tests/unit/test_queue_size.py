@@ -1,10 +1,10 @@
-"""--queue.size is records per stream: the stream's producers share it (kmirror.engine.queue_shares)."""
+"""--queue.size is records per stream: its producers share it (kmirror.mirror.engine.queue_shares)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kmirror.engine import queue_shares
+from kmirror.mirror.engine import queue_shares
 
 
 @pytest.mark.parametrize(

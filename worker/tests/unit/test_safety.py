@@ -1,4 +1,4 @@
-"""kmirror.safety: unsafe values are refused unless allowed, required values filled in, engine keys owned."""
+"""kmirror.config.safety: unsafe values refused unless allowed, required ones filled in, engine keys owned."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kmirror import safety
-from kmirror.config import MASK, ClientConfig, finish, load_client_config, translate
+from kmirror.config import MASK, ClientConfig, finish, load_client_config, safety, translate
 from kmirror.errors import ConfigError
 
 BOOT = "bootstrap.servers=127.0.0.1:1\n"

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from kmirror.engine import Stream, StreamSpec
-from kmirror.filters import TopicFilter
+from kmirror.config.filters import TopicFilter
+from kmirror.mirror.engine import Stream, StreamSpec
 
 API_VERSION = (
     "FAIL [rdkafka#producer-1] 127.0.0.1:9092/111: ApiVersionRequest failed: Local: Timed out: probably "

@@ -1,13 +1,14 @@
-"""kmirror.topics planning without a cluster: which configs are copied, what a sync changes, which partitions
-are added, and how a partition mismatch is exposed. (The test broker cannot add partitions, so the planning
-of partition growth is proven here; tests/integration/test_topic_sync.py shows the refusal path live.)"""
+"""kmirror.mirror.topics planning without a cluster: which configs are copied, what a sync changes, which
+partitions are added, and how a partition mismatch is exposed. (The test broker cannot add partitions, so
+the planning of partition growth is proven here; tests/integration/test_topic_sync.py shows the refusal
+path live.)"""
 
 from __future__ import annotations
 
 from confluent_kafka.admin import ConfigEntry, ConfigSource
 from prometheus_client.core import GaugeMetricFamily
 
-from kmirror import metrics, topics
+from kmirror.mirror import metrics, topics
 
 
 def entry(name: str, value: str | None, **flags: bool) -> ConfigEntry:

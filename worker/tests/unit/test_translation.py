@@ -1,4 +1,5 @@
-"""Java client and legacy MirrorMaker keys become librdkafka keys (kmirror.translation, via kmirror.config).
+"""Java client and legacy MirrorMaker keys become librdkafka keys (kmirror.config.translation, via
+kmirror.config).
 
 Every test reads a real properties file from tmp_path with kmirror.config.load_client_config, so the
 translated settings also pass librdkafka's own offline check (no broker is contacted).
@@ -11,8 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from kmirror import translation
-from kmirror.config import ClientConfig, load_client_config, translate
+from kmirror.config import ClientConfig, load_client_config, translate, translation
 from kmirror.errors import ConfigError
 
 BOOT = "bootstrap.servers=127.0.0.1:1\n"

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kmirror.audit.plan import SOURCE, TARGET, bucket_of
+from kmirror.audit.scope import SOURCE, TARGET, bucket_of
 
 Unit = tuple[str, int, bool]  # topic, bucket start, in flight
 

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING
 
 from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
-from kmirror.audit.plan import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
+from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
+from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError
-from kmirror.filters import TopicFilter
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -236,7 +236,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
-    from kmirror.lagcheck import connection_settings
+    from kmirror.health.lagcheck import connection_settings
 
     now_ms = int(now.timestamp() * 1000)
     from_ms = parse_time(a.from_, "--from", now_ms) if a.from_ else None

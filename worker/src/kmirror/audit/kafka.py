@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kmirror.audit.plan import Span, planned_end
+from kmirror.audit.scope import Span, planned_end
+from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError
-from kmirror.filters import TopicFilter
 
 _LOG = logging.getLogger("kmirror.librdkafka.audit")
 

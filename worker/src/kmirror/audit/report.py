@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kmirror.audit.diff import BucketDiff, Differences, Phase1
-from kmirror.audit.plan import SOURCE, TARGET, Span, iso
+from kmirror.audit.scope import SOURCE, TARGET, Span, iso
 
 FORMAT_VERSION = 1
 EXIT_COMPLETE = 0

@@ -23,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kmirror.audit.plan import SIDES, Span
+from kmirror.audit.scope import SIDES, Span
 
 FORMAT = "kmirror_kafka_ranges"
 SCHEMA = (

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kmirror.audit.diff import BucketRow, ContentGroup
-from kmirror.audit.plan import SIDES, Span, split
+from kmirror.audit.scope import SIDES, Span, split
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -15,7 +15,7 @@ Back-pressure: the producer queue is bounded (``--queue.size`` records per strea
 stream's producers); when it is full the stream serves delivery reports until there is room, so reading
 slows to the target's pace and nothing is dropped.
 
-Target outages: records never time out (``message.timeout.ms=0``, see :mod:`kmirror.safety`). When the
+Target outages: records never time out (``message.timeout.ms=0``, see :mod:`kmirror.config.safety`). When the
 target acknowledges nothing for ``BLOCKED_AFTER_S`` while the stream waits for it (queue full, or a
 commit point), the stream is *blocked*: its partitions are paused and the consumer is still polled, so
 it stays in its group; it logs one line per stats interval and reports the blocked seconds
@@ -45,11 +45,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from kmirror import health, metrics, topics
 from kmirror.config import admin_settings, client_conf
+from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError, SendFailure
-from kmirror.filters import TopicFilter
-from kmirror.groupsync import SyncWriter
+from kmirror.failover.groupsync import SyncWriter
+from kmirror.health import rules as health
+from kmirror.mirror import metrics, topics
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class StreamSpec:
     replication_factor: int = -1
     # Seconds without partitions, while the group has partitions to give, before the stream warns.
     unassigned_warn_s: float = 90.0
-    offset_syncs: bool = False  # sync points at commit points (kmirror run --groups; kmirror.offsetsync)
+    # Sync points at commit points (kmirror run --groups; kmirror.failover.offsetsync).
+    offset_syncs: bool = False
 
     @property
     def label(self) -> str:

@@ -4,7 +4,7 @@ librdkafka logs in with ``kinit`` (``sasl.kerberos.kinit.cmd``) in the backgroun
 so a wrong keytab, a principal the keytab does not hold or an unreachable KDC would leave a mirror
 retrying forever. ``check_login`` runs the same login once, with a private ticket cache and a time limit,
 and turns each failure into one line naming the file, the key and the fix; ``kmirror run`` and
-``kmirror check-config`` both call it (through :func:`kmirror.plan.check_process`).
+``kmirror check-config`` both call it (through :func:`kmirror.mirror.plan.check_process`).
 """
 
 from __future__ import annotations

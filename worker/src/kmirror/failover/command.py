@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import KmirrorError
-from kmirror.groupsync import (
+from kmirror.failover.groupsync import (
     _quiet,
     committed_offsets,
     group_activity,
@@ -37,8 +37,8 @@ from kmirror.groupsync import (
     read_sync_data,
     true_ends,
 )
-from kmirror.lag import PartitionLag
-from kmirror.offsetsync import SYNC_TOPIC, Checkpoint, SyncData
+from kmirror.failover.offsetsync import SYNC_TOPIC, Checkpoint, SyncData
+from kmirror.health.lag import PartitionLag
 
 EXIT_TARGET = 1
 EXIT_ACTIVE = 3
@@ -312,7 +312,7 @@ def translated_lag(
     """`kmirror lag --translated-from F`: the group's translated position on the target, from the
     mirror's checkpoints, as ConsumerOffsetChecker rows (Offset = the translated offset, or the group's
     committed offset on the target when that is further)."""
-    from kmirror.lagcheck import LagError
+    from kmirror.health.lagcheck import LagError
 
     mirror = load_client_config(mirror_file, "consumer", allow_unsafe=True).settings["group.id"]
     try:

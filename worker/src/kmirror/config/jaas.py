@@ -33,8 +33,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from kmirror.config.properties import _read_config_text
 from kmirror.errors import ConfigError
-from kmirror.properties import _read_config_text
 
 __all__ = ["LoginModule", "load_jaas_file", "parse_jaas_config_value", "parse_jaas_file"]
 

@@ -406,7 +406,7 @@ def markdown() -> str:
     lines = [
         "# Consumer and producer keys: Java and legacy MirrorMaker keys in kmirror",
         "",
-        "Generated from `worker/src/kmirror/translation.py` by `kmirror config-keys --markdown`;"
+        "Generated from `worker/src/kmirror/config/translation.py` by `kmirror config-keys --markdown`;"
         " do not edit by hand.",
         "",
         "Keys not listed here are given to librdkafka unchanged; a key librdkafka does not know is"

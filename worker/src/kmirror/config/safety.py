@@ -179,7 +179,8 @@ def markdown() -> str:
     lines = [
         "# Data-loss-safe client settings",
         "",
-        "Generated from `worker/src/kmirror/safety.py` by `kmirror defaults --markdown`; do not edit by hand."
+        "Generated from `worker/src/kmirror/config/safety.py` by `kmirror defaults --markdown`; "
+        "do not edit by hand."
         " The worker enforces these, `kmirror check-config` reports against them, and the Ansible templates"
         " render them (`kmirror defaults`).",
         "",

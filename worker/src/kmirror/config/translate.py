@@ -1,72 +1,22 @@
-"""Consumer and producer properties files → effective librdkafka settings.
+"""Translate a parsed properties file (Java and MirrorMaker-era keys, JAAS, key stores) to librdkafka's.
 
-The path is one-directional: parse (:mod:`kmirror.properties`) → translate Java and legacy keys
-(:mod:`kmirror.translation`) → JAAS and key stores → safe defaults and refusals
-(:mod:`kmirror.safety`) → librdkafka's own check of every key and value.
-Everything here is pure except reading the files and librdkafka's offline check.
+Pure except reading the JAAS files the properties name. The key table is :mod:`kmirror.config.translation`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from kmirror import safety, translation
+from kmirror.config import translation
+from kmirror.config.client import ClientConfig
+from kmirror.config.jaas import LoginModule, load_jaas_file, parse_jaas_config_value
+from kmirror.config.safety import Role
+from kmirror.config.secrets import MASK, is_secret
 from kmirror.errors import ConfigError
-from kmirror.jaas import LoginModule, load_jaas_file, parse_jaas_config_value
-from kmirror.properties import load_properties
-from kmirror.safety import Role, Violation
-
-SECRET_MARKERS = ("password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config")
-MASK = "********"
-
-
-# Keys that confluent-kafka's Python layer reads itself and wants as Python values, not strings.
-_PYTHON_BOOL_KEYS = frozenset({"delivery.report.only.error"})
-
-
-def client_conf(settings: Mapping[str, str]) -> dict[str, object]:
-    """Settings as confluent-kafka's constructors take them."""
-    return {k: (v.strip().lower() == "true" if k in _PYTHON_BOOL_KEYS else v) for k, v in settings.items()}
-
-
-def is_secret(key: str) -> bool:
-    k = key.lower()
-    return any(m in k for m in SECRET_MARKERS)
-
-
-def masked(settings: Mapping[str, str]) -> dict[str, str]:
-    return {k: (MASK if is_secret(k) else v) for k, v in settings.items()}
-
-
-@dataclass
-class ClientConfig:
-    """One properties file, translated: what librdkafka gets, and what was done to get there."""
-
-    origin: str
-    role: Role
-    settings: dict[str, str]
-    notes: list[str] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    include: str | None = None  # legacy mirror.topics.whitelist
-    exclude: str | None = None  # legacy mirror.topics.blacklist
-
-    @property
-    def safe(self) -> bool:
-        return not self.violations
-
-    def masked(self) -> dict[str, str]:
-        return masked(self.settings)
-
-
-# --------------------------------------------------------------------------------------------------
-# Translation (pure)
-# --------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -351,181 +301,3 @@ def _login_module_settings(
         fix="use Krb5LoginModule, ScramLoginModule or PlainLoginModule, or set librdkafka's "
         "sasl.* keys directly (e.g. sasl.oauthbearer.* for OAUTHBEARER)",
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# Safety and librdkafka's own check
-# --------------------------------------------------------------------------------------------------
-
-
-def finish(cfg: ClientConfig, *, allow_unsafe: bool) -> ClientConfig:
-    """Apply :mod:`kmirror.safety`: refuse engine-owned keys and (unless allowed) unsafe values."""
-    for key, value in safety.ENGINE_OWNED[cfg.role].items():
-        if key in cfg.settings and cfg.settings[key].strip().lower() != value:
-            raise ConfigError(
-                f"kmirror sets {key}={value} itself",
-                origin=cfg.origin,
-                key=key,
-                fix=f"remove {key} from the file",
-            )
-    cfg.violations = safety.violations(cfg.settings, cfg.role, cfg.origin)
-    if cfg.violations and not allow_unsafe:
-        raise ConfigError(cfg.violations[0].render())
-    cfg.settings = safety.apply(cfg.settings, cfg.role)
-    return cfg
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-# librdkafka names a property by its canonical name in messages; operators wrote the alias.
-_CANONICAL = {
-    "linger.ms": "queue.buffering.max.ms",
-    "acks": "request.required.acks",
-    "retries": "message.send.max.retries",
-    "compression.type": "compression.codec",
-    "delivery.timeout.ms": "message.timeout.ms",
-    "max.in.flight": "max.in.flight.requests.per.connection",
-    "sasl.mechanism": "sasl.mechanisms",
-    "max.partition.fetch.bytes": "fetch.message.max.bytes",
-}
-
-
-def _as_written(text: str, settings: Mapping[str, object]) -> str:
-    """Replace librdkafka's canonical property names in a message by the alias the settings use."""
-    for alias, canonical in _CANONICAL.items():
-        if alias in settings and canonical not in settings:
-            text = re.sub(rf"(?<![\w.]){re.escape(canonical)}(?![\w.])", alias, text)
-    return text
-
-
-_NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
-_ROLE_WARNING = re.compile(r"Configuration property (\S+) is a (producer|consumer) property")
-
-
-def _client_version() -> str:
-    import confluent_kafka
-
-    from kmirror.kerberos import binding_version
-
-    return f"confluent-kafka {binding_version()}, librdkafka {confluent_kafka.libversion()[0]}"
-
-
-def validate_with_librdkafka(cfg: ClientConfig) -> None:
-    """Let librdkafka check every key and value, offline (no bootstrap servers, nothing connects).
-
-    Unknown keys are collected and reported together; keys that belong to the other role become notes.
-    """
-    from confluent_kafka import Consumer, KafkaException, Producer
-
-    conf = {k: v for k, v in client_conf(cfg.settings).items() if k != "bootstrap.servers"}
-    if "sasl.kerberos.keytab" in conf:
-        # Offline: no background kinit into the user's ticket cache (kmirror.kerberos logs in for real).
-        conf["sasl.kerberos.min.time.before.relogin"] = 0
-    unknown: list[str] = []
-    handler = _Collect()
-    logger = logging.getLogger(f"kmirror.validate.{id(handler)}")
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    try:
-        while True:
-            try:
-                client = (
-                    Consumer(conf, logger=logger) if cfg.role == "consumer" else Producer(conf, logger=logger)
-                )
-            except KafkaException as exc:
-                message = exc.args[0].str()
-                m = _NO_SUCH.search(message)
-                if m and m.group(1) in conf:
-                    unknown.append(m.group(1))
-                    del conf[m.group(1)]
-                    continue
-                if "No provider for SASL mechanism GSSAPI" in message:
-                    raise ConfigError(
-                        f"this kmirror's Kafka client ({_client_version()}) is built without GSSAPI",
-                        origin=cfg.origin,
-                        key="sasl.mechanism=GSSAPI",
-                        fix="install kmirror with the GSSAPI-capable client (the kmirror_worker role does it "
-                        "for hosts with a Kerberos cluster; docs/deployment.md)",
-                    ) from None
-                raise ConfigError(
-                    _as_written(message, conf)
-                    .removeprefix("Failed to create consumer: ")
-                    .removeprefix("Failed to create producer: ")
-                    .strip(),
-                    origin=cfg.origin,
-                    fix="correct the value (see docs/config-translation.md)",
-                ) from None
-            if isinstance(client, Consumer):
-                client.poll(0)
-                client.close()
-            else:
-                client.poll(0)
-            break
-    finally:
-        logger.removeHandler(handler)
-    if unknown:
-        raise ConfigError(
-            "unknown key"
-            + ("s " if len(unknown) > 1 else " ")
-            + ", ".join(unknown)
-            + " (neither a Java client key kmirror translates nor a librdkafka key)",
-            origin=cfg.origin,
-            fix="fix the spelling or remove it; docs/config-translation.md lists the keys",
-        )
-    for line in handler.lines:
-        m = _ROLE_WARNING.search(line)
-        if m:
-            key = _as_written(m.group(1), cfg.settings)
-            cfg.notes.append(f"{key}: ignored (a {m.group(2)} setting has no effect in a {cfg.role} file)")
-
-
-def load_client_config(
-    path: str | os.PathLike[str],
-    role: Role,
-    *,
-    allow_unsafe: bool = False,
-    env: Mapping[str, str] | None = None,
-    validate: bool = True,
-) -> ClientConfig:
-    """Read, translate, make safe and check one consumer or producer properties file."""
-    origin = str(path)
-    if not Path(path).is_file():
-        raise ConfigError(
-            "file not found", origin=origin, fix=f"give the path of an existing {role} properties file"
-        )
-    cfg = finish(translate(load_properties(path), role, origin, env), allow_unsafe=allow_unsafe)
-    if validate:
-        validate_with_librdkafka(cfg)
-    return cfg
-
-
-# Keys an AdminClient can take from a consumer or producer config (connection and security only).
-_ADMIN_PREFIXES = (
-    "bootstrap.servers",
-    "security.",
-    "ssl.",
-    "sasl.",
-    "client.id",
-    "socket.",
-    "broker.address.",
-    "client.dns.lookup",
-    "reconnect.backoff",
-    "retry.backoff",
-    "request.timeout.ms",
-    "metadata.max.age.ms",
-    "connections.max.idle.ms",
-    "api.version",
-)
-
-
-def admin_settings(settings: Mapping[str, str]) -> dict[str, str]:
-    """The connection and security part of a client config, for an AdminClient on the same cluster."""
-    return {k: v for k, v in settings.items() if k.startswith(_ADMIN_PREFIXES)}

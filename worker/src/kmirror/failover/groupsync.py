@@ -1,11 +1,11 @@
 """Failover I/O: writing sync points at commit points, the group offset sync, reading sync data.
 
-The logic (what a sync point means, how offsets translate) is in :mod:`kmirror.offsetsync`; this module
-talks to the clusters.
+The logic (what a sync point means, how offsets translate) is in :mod:`kmirror.failover.offsetsync`;
+this module talks to the clusters.
 
 * :class:`SyncWriter`: used by a stream at each commit point (``kmirror run --groups``): measures the
   target end offsets of the partitions it just committed and writes one sync point per partition to
-  :data:`~kmirror.offsetsync.SYNC_TOPIC` on the target, through its own producer (the mirror's
+  :data:`~kmirror.failover.offsetsync.SYNC_TOPIC` on the target, through its own producer (the mirror's
   producers and its per-record path are untouched).
 * :class:`GroupSync`: one thread per source cluster in the supervisor process of ``kmirror run``. Every
   ``--sync.group.offsets.interval.ms`` it reads the new sync points, the committed offsets of the source
@@ -42,8 +42,8 @@ except ImportError:  # pragma: no cover - depends on the installed client
     OffsetSpec = None
 
 from kmirror.config import admin_settings
-from kmirror.filters import TopicFilter
-from kmirror.offsetsync import (
+from kmirror.config.filters import TopicFilter
+from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
     SYNC_TOPIC_CONFIG,
     Checkpoint,
@@ -181,7 +181,7 @@ class SyncWriter:
         target's end, acknowledged before any record of it is produced: it gives groups behind the
         mirror's first sync point a translation. Assigned again after a crash before its first commit,
         it gets a second point at the same source offset with a larger target, and translation takes
-        the smaller (:class:`kmirror.offsetsync.SyncStore`)."""
+        the smaller (:class:`kmirror.failover.offsetsync.SyncStore`)."""
         parts = [tp for tp in partitions if tp.topic not in skip]
         if not parts:
             return

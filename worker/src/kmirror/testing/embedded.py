@@ -6,8 +6,8 @@ killed on exit even when the caller fails. Install with ``pip install kmirror[em
 
 Command line (for shell scripts, molecule and the demo)::
 
-    python -m kmirror.embedded up --state-dir DIR [--host 127.0.0.1] NAME [NAME ...]
-    python -m kmirror.embedded down --state-dir DIR
+    python -m kmirror.testing.embedded up --state-dir DIR [--host 127.0.0.1] NAME [NAME ...]
+    python -m kmirror.testing.embedded down --state-dir DIR
 
 ``up`` writes ``DIR/clusters.json`` ({name: "host:port"}) and leaves the brokers running; ``down``
 stops them.
@@ -197,7 +197,7 @@ def _down(state: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m kmirror.embedded",
+        prog="python -m kmirror.testing.embedded",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _down(a.state_dir)
     except KmirrorError as exc:
-        print(f"kmirror.embedded: error: {exc}", file=sys.stderr)
+        print(f"kmirror.testing.embedded: error: {exc}", file=sys.stderr)
         return 1
     return 0
 

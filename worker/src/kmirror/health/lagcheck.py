@@ -28,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kmirror import health, lag
 from kmirror.config import admin_settings, finish, translate, validate_with_librdkafka
+from kmirror.config.properties import load_properties
+from kmirror.config.translation import rule_for
 from kmirror.errors import KmirrorError
-from kmirror.properties import load_properties
-from kmirror.translation import rule_for
+from kmirror.health import lag
+from kmirror.health import rules as health
 
 # ConsumerOffsetChecker's own line format.
 ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
@@ -89,7 +90,7 @@ def sample(
     admin_conf: Mapping[str, str], group: str, topics: Sequence[str] | None, timeout: float
 ) -> tuple[list[lag.PartitionLag], dict[tuple[str, int], health.Sample], str, list[tuple[str, int]]]:
     """One reading of the group: its lag rows, one health sample per partition, its state, and the
-    partitions no member owns (:func:`kmirror.health.unowned`).
+    partitions no member owns (:func:`kmirror.health.rules.unowned`).
 
     A partition counts as consumed when a member owns it; brokers that list no members (the test
     broker) only tell whether the group has live members, which then stands for every partition."""
@@ -280,7 +281,7 @@ def cmd_lag(a: argparse.Namespace) -> int:
     conf = _settings(a)
     topics = _topics(a)
     if a.translated_from:
-        from kmirror.failover import translated_lag
+        from kmirror.failover.command import translated_lag
 
         rows = translated_lag(conf, a.translated_from, a.group, topics, a.timeout)
         print(json.dumps([r.as_dict() for r in rows], indent=2) if a.json else table(rows))
@@ -355,7 +356,7 @@ COMMANDS = {"lag": cmd_lag}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m kmirror.lagcheck ...`: the same as `kmirror lag ...`."""
+    """`python -m kmirror.health.lagcheck ...`: the same as `kmirror lag ...`."""
     top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
     register(top.add_subparsers(dest="command", required=True))
     args = top.parse_args(["lag", *(sys.argv[1:] if argv is None else argv)])

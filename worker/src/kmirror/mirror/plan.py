@@ -13,12 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kmirror import kerberos
-from kmirror.config import ClientConfig, load_client_config
-from kmirror.engine import StreamSpec
+from kmirror.config import ClientConfig, kerberos, load_client_config
+from kmirror.config.filters import TopicFilter, compile_filter
 from kmirror.errors import ConfigError
-from kmirror.filters import TopicFilter, compile_filter
-from kmirror.groupsync import GroupSync
+from kmirror.failover.groupsync import GroupSync
+from kmirror.mirror.engine import StreamSpec
 
 DEFAULT_QUEUE_SIZE = 10_000
 MAX_BATCH = 1_000

@@ -33,10 +33,10 @@ from types import FrameType
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
 
-from kmirror.engine import Stream, StreamSpec
 from kmirror.errors import KmirrorError
-from kmirror.groupsync import GroupSync, metric_families
-from kmirror.metrics import Collector, Snapshot
+from kmirror.failover.groupsync import GroupSync, metric_families
+from kmirror.mirror.engine import Stream, StreamSpec
+from kmirror.mirror.metrics import Collector, Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Lag and health: `kmirror lag`, its rules and the per-partition lag model."""

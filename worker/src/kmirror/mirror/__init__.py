@@ -1,0 +1,1 @@
+"""The mirror runtime: plan -> runner (one process per stream) -> engine, topics, metrics."""
