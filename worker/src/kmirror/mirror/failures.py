@@ -1,0 +1,144 @@
+"""A stream's failed sends: recorded (stop before the next commit, or skip when allowed), located at their
+source offset for the operator, and librdkafka's connection noise while the target is away."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from kmirror.config import client_conf
+from kmirror.errors import KmirrorError, SendFailure
+from kmirror.mirror.spec import Failure
+
+log = logging.getLogger("kmirror.mirror.engine")
+
+
+class SendFailures:
+    """Mixin of :class:`kmirror.mirror.engine.Stream`: what happens when the target refuses a record."""
+
+    def _produce_refused(self, m: Message, exc: KafkaException) -> None:
+        """produce() refused a record outright (e.g. over message.max.bytes): a non-retriable failure."""
+        err = exc.args[0]
+        failure = Failure(err, m.topic(), m.partition(), m.offset(), m.key(), m.timestamp()[1])
+        self._record_failure(failure)
+
+    def _delivery_failed(self, err: KafkaError | None, msg: Message) -> None:
+        """Called by librdkafka only for failed deliveries (delivery.report.only.error)."""
+        if err is None:
+            return
+        topic, partition = msg.topic(), msg.partition()
+        self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1], msg.value()))
+
+    def _record_failure(self, failure: Failure) -> None:
+        self.snap.send_errors += 1
+        if not self.spec.abort_on_send_failure:
+            log.error(
+                "%s: %s; record skipped (--abort.on.send.failure=false): it is NOT on the target",
+                self.spec.label,
+                failure.describe(self.spec.source),
+            )
+            return
+        if self._failure is None:
+            self._failure = failure
+            self._stop = True
+
+    def _message_error(self, m: Message) -> None:
+        err = m.error()
+        if err.fatal():
+            hint = ""
+            if "group.instance.id" in err.str() or "fenced" in err.str().lower():
+                c = self.spec.consumer
+                hint = (
+                    f" (another consumer of group {c.get('group.id')} uses group.instance.id "
+                    f"{c.get('group.instance.id')}: give each kmirror instance its own "
+                    "group.instance.id in its consumer file, or run it on its own host)"
+                )
+            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}{hint}")
+        log.warning("%s: consumer: %s", self.spec.label, err.str())
+
+    def _raise_if_failed(self) -> None:
+        f = self._failure
+        if f is None:
+            return
+        raise SendFailure(
+            f"{self.spec.label}: {f.describe(self.spec.source)}; nothing after the last commit "
+            "was committed: fix the cause and restart, the mirror resumes from there"
+        )
+
+    def _locate(self, f: Failure) -> int | None:
+        """Find the source offset of a record that failed asynchronously (error path only).
+
+        It lies between the group's committed offset and the current position of its partition
+        (identity routing) or of some partition of its topic (key-hash routing). The reader only
+        assigns partitions: it never joins the group and never commits.
+        """
+        consumer = self.consumer
+        if consumer is None:
+            return None
+        candidates = (
+            [f.partition] if f.topic not in self._hashed else list(range(self._selected.get(f.topic, 0)))
+        )
+        conf = client_conf(self.spec.consumer)
+        conf["enable.partition.eof"] = True
+        reader = Consumer(conf, logger=quiet)
+        try:
+            ends = {
+                tp.partition: tp.offset
+                for tp in consumer.position([TopicPartition(f.topic, p) for p in candidates])
+            }
+            for tp in reader.committed([TopicPartition(f.topic, p) for p in candidates], timeout=10):
+                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                reader.assign([TopicPartition(f.topic, tp.partition, start)])
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    m = reader.poll(0.5)
+                    if m is None:
+                        continue
+                    if m.error() is not None or m.offset() >= ends.get(tp.partition, 0):
+                        break
+                    # librdkafka does not keep the timestamp on a failed delivery report (-1).
+                    same_time = f.timestamp is None or f.timestamp < 0 or m.timestamp()[1] == f.timestamp
+                    if m.key() == f.key and m.value() == f.value and same_time:
+                        f.partition = tp.partition
+                        return m.offset()
+        except KafkaException as exc:
+            log.warning("%s: could not find the failed record's source offset: %s", self.spec.label, exc)
+        finally:
+            reader.close()
+        return None
+
+
+class TargetNoise(logging.Filter):
+    """librdkafka's producer logs a connection failure every few seconds while the target is away, and
+    calls a timed-out ApiVersionRequest "probably due to broker version < 0.10". While the stream is
+    blocked its own line ("target unreachable since T, N records waiting, reading paused") says it
+    once per stats interval; before that, the misleading guess is cut from the line."""
+
+    _CONNECTION = re.compile(r"\b(FAIL|REQTMOUT|APIVERSION|ERROR)\b|Timed out|timed out|Disconnected")
+    _GUESS = re.compile(r":? ?probably due to broker version < 0\.10 \(see api\.version\.request [a-z]+\)")
+
+    def __init__(self, stream: Any) -> None:  # a kmirror.mirror.engine.Stream
+        super().__init__()
+        self.stream = stream
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.stream._blocked_since is not None and self._CONNECTION.search(text):
+            return False
+        if "broker version < 0.10" in text:
+            record.msg, record.args = self._GUESS.sub("", text), ()
+        return True
+
+
+quiet = logging.getLogger("kmirror.librdkafka.admin")

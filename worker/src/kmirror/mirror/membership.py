@@ -1,0 +1,94 @@
+"""A stream's group membership: the rebalance callbacks (commit only what is revoked, nothing when lost)
+and the one STUCK warning when the stream has no partitions while its group has some to give."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import (
+    Consumer,
+    TopicPartition,
+)
+
+from kmirror.health import rules as health
+
+log = logging.getLogger("kmirror.mirror.engine")
+
+
+class GroupMembership:
+    """Mixin of :class:`kmirror.mirror.engine.Stream`: the consumer group side."""
+
+    # Rebalance callbacks. With cooperative-sticky (the default) they are incremental: on_assign gets the
+    # partitions added, on_revoke and on_lost only those taken away (librdkafka then calls
+    # incremental_assign/unassign itself); with an eager assignor (range) they get the whole set.
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s: assigned %s", self.spec.label, show(partitions))
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        self._place_grown(consumer, partitions)
+        if self._assigned and self._stuck_warned:
+            log.info("%s: has partitions again", self.spec.label)
+        self._stuck_warned = False
+        if self.on_rebalanced is not None:
+            self.on_rebalanced()
+        if self._offset_syncs is not None:  # none of these produced yet by this stream
+            self._offset_syncs.assigned(consumer, partitions, self._hashed)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Still the owner: flush, commit the revoked partitions' positions (only those), let go."""
+        log.info("%s: revoked %s", self.spec.label, show(partitions))
+        self._commit_positions(partitions)
+        self._release(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """No longer the owner (session expired, fenced): another member may own them already, so no
+        commit; what was read since the last commit is mirrored again by the new owner."""
+        log.warning(
+            "%s: lost %s (left the group); their records since the last commit will be mirrored again "
+            "by the new owner",
+            self.spec.label,
+            show(partitions),
+        )
+        self._release(partitions)
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._committed.pop((tp.topic, tp.partition), None)
+            self._assigned.discard((tp.topic, tp.partition))
+        if not self._assigned:
+            self._unassigned_since = time.monotonic()
+
+    def _check_stuck(self, now: float) -> None:
+        """No partitions for unassigned_warn_s: ask the group whether it has partitions to give (once per
+        unassigned_warn_s) and say so once, clearly, if it does."""
+        if self._stuck_warned or now - self._stuck_checked < self.spec.unassigned_warn_s:
+            return
+        self._stuck_checked = now
+        group = self.spec.consumer.get("group.id", "")
+        total = sum(self._selected.values())
+        try:
+            futures = self._source_admin.describe_consumer_groups([group], request_timeout=10)
+            described = futures[group].result()
+        except Exception as exc:  # the check is advice: never let it stop the mirror
+            log.debug("%s: could not describe group %s: %s", self.spec.label, group, exc)
+            return
+        owned = [
+            [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+            for m in described.members or []
+        ]
+        why = health.partitions_to_give(described.state.name, owned, total) if total else None
+        if why is None:
+            return
+        self._stuck_warned = True
+        log.warning(
+            "%s: STUCK: no partitions for %.0f s while group %s has partitions to give (%s); a restart of "
+            "every member of the group clears it (docs/deployment.md, Restarts)",
+            self.spec.label,
+            now - self._unassigned_since,
+            group,
+            why,
+        )
+
+
+def show(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

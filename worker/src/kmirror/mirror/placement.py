@@ -1,0 +1,117 @@
+"""A stream's topics: pick up new, removed or grown source topics, create and grow destination topics,
+route by key hash when the target has fewer partitions, keep destination configs in step."""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import (
+    Consumer,
+    TopicPartition,
+)
+
+from kmirror.mirror import topics
+
+log = logging.getLogger("kmirror.mirror.engine")
+
+
+class TopicPlacement:
+    """Mixin of :class:`kmirror.mirror.engine.Stream`: where each source topic's records go."""
+
+    # ------------------------------------------------------------------ topics
+
+    def _refresh_topics(self) -> None:
+        """Pick up new, removed or grown source topics; create missing destination topics first, add the
+        partitions a source topic gained, and keep destination topic configs equal to the source's.
+
+        Cheap when nothing changed: one metadata request and one describe-configs request on the source;
+        the target is asked only about what changed (or about topics still short of partitions)."""
+        consumer = self.consumer
+        assert consumer is not None
+        md = consumer.list_topics(timeout=10)
+        source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        selected = {t: n for t, n in source.items() if self.spec.topic_filter.matches(t)}
+        if selected != self._selected or self._short:
+            self._place_topics(selected)
+        if self._config_sync is None:
+            self._config_sync = topics.ConfigSync(self._source_admin, self._target_admin, self.spec.label)
+        self._config_sync.run(self._selected)
+
+    def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group gave this stream a partition its last topic refresh did not know (a sibling saw the
+        source topic grow first): place that topic now, before any of its records is produced, so they
+        go to the added target partition or by key hash, never to a partition the target lacks."""
+        grown = {tp.topic for tp in partitions if tp.partition >= self._selected.get(tp.topic, 1 << 31)}
+        if not grown:
+            return
+        md = consumer.list_topics(timeout=10)
+        counts = {t: len(md.topics[t].partitions) for t in grown if t in md.topics}
+        self._place_topics({**self._selected, **counts})
+
+    def _place_topics(self, selected: dict[str, int]) -> None:
+        """Destination topics for the selected source topics: created, grown, or routed by key hash."""
+        consumer = self.consumer
+        assert consumer is not None
+        target = topics.ensure(
+            self._source_admin, self._target_admin, selected, replication_factor=self.spec.replication_factor
+        )
+        grow = topics.partitions_to_add(selected, target)
+        refused = topics.add_partitions(self._target_admin, grow) if grow else {}
+        if len(refused) < len(grow):
+            before, target = target, {**target, **topics.partition_counts(self._target_admin)}
+            for t in sorted(set(grow) - set(refused)):
+                # The producers' own metadata must know the new partitions before a record is sent to one
+                # (librdkafka refuses a partition beyond the count it knows); any metadata reply updates it.
+                for producer in self.producers:
+                    producer.list_topics(t, timeout=10)
+                log.info(
+                    "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
+                    self.spec.label,
+                    t,
+                    target.get(t, grow[t]),
+                    before[t],
+                )
+        selected = {t: n for t, n in selected.items() if t in target}
+        short = {
+            t: (n, target[t], refused.get(t, "the target still reports fewer partitions"))
+            for t, n in selected.items()
+            if target[t] < n
+        }
+        for t, (n, m, why) in sorted(short.items()):
+            if self._short.get(t) != (n, m, why):
+                log.warning(
+                    "%s: target topic %s has %d partitions, source %d (adding partitions failed: %s): "
+                    "records are placed by key hash (Java's murmur2), so order is kept per key, not per "
+                    "source partition; metric kmirror_topic_partition_mismatch",
+                    self.spec.label,
+                    t,
+                    m,
+                    n,
+                    why,
+                )
+        for t in sorted(set(self._short) - set(short)):
+            if t in selected:
+                log.info(
+                    "%s: target topic %s has the source's %d partitions: partition numbers are kept again",
+                    self.spec.label,
+                    t,
+                    selected[t],
+                )
+        self._short = short
+        self._hashed.clear()
+        self._hashed.update(short)
+        self.snap.partition_mismatch = {t: n - m for t, (n, m, _) in short.items()}
+        if set(selected) != set(self._selected):
+            log.info(
+                "%s: mirroring %d topics: %s", self.spec.label, len(selected), ", ".join(sorted(selected))
+            )
+            if selected:
+                consumer.subscribe(
+                    sorted(selected),
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+            else:
+                consumer.unsubscribe()
+        self._selected = selected

@@ -1,0 +1,74 @@
+"""What a stream is told to do (StreamSpec), what a failed send is (Failure), and the engine's timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    KafkaError,
+)
+
+from kmirror.config.filters import TopicFilter
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Everything one stream needs; picklable, so a stream can run in its own process."""
+
+    source: str
+    index: int
+    consumer: dict[str, str]
+    producer: dict[str, str]
+    topic_filter: TopicFilter
+    batch_size: int = 500
+    commit_interval_ms: int = 60_000
+    abort_on_send_failure: bool = True
+    num_producers: int = 1
+    topic_refresh_ms: int = 30_000
+    stats_interval_ms: int = 30_000
+    shutdown_timeout_s: float = 30.0
+    replication_factor: int = -1
+    # Seconds without partitions, while the group has partitions to give, before the stream warns.
+    unassigned_warn_s: float = 90.0
+    # Sync points at commit points (kmirror run --groups; kmirror.failover.offsetsync).
+    offset_syncs: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.source}#{self.index}"
+
+
+@dataclass
+class Failure:
+    """The first record the target refused."""
+
+    error: KafkaError
+    topic: str
+    partition: int
+    source_offset: int | None = None
+    key: bytes | None = None
+    timestamp: int | None = None
+    value: bytes | None = None
+
+    def describe(self, source: str) -> str:
+        where = f"source {source} topic {self.topic} partition {self.partition}"
+        where += f" offset {self.source_offset}" if self.source_offset is not None else ""
+        return f"send failed for {where}: {self.error.str()}"
+
+
+STATISTICS_INTERVAL_MS = 5000  # librdkafka statistics (bytes, queue depth, lag) for metrics and stats lines
+REPORT_INTERVAL_S = 2.0  # how often a stream hands its snapshot to the metrics collector
+# Waiting for the target this long without a single acknowledgement: the stream is blocked (reading
+# paused, logged, kmirror_target_blocked_seconds > 0). Short waits of a busy target are back-pressure.
+BLOCKED_AFTER_S = 5.0
+KEEPALIVE_INTERVAL_S = 1.0  # while blocked, poll the consumer (partitions paused) to stay in the group
+
+
+def queue_shares(records: int, producers: int) -> list[int]:
+    """Split a stream's queue of ``records`` between its producers: the shares add up to ``records``,
+    and no share is 0 (librdkafka's "no limit"), so a stream never has more producers than records.
+    0 (no limit, as the operator's file may say) stays 0 for every producer."""
+    if records <= 0:
+        return [0] * producers
+    n = max(1, min(producers, records))
+    return [records // n + (1 if i < records % n else 0) for i in range(n)]
