@@ -12,7 +12,7 @@ from typing import NoReturn
 from kmirror import __version__, audit
 from kmirror.config import ClientConfig, kerberos, load_client_config, safety, translation
 from kmirror.config.filters import TopicFilter
-from kmirror.errors import ConfigError, KmirrorError
+from kmirror.errors import Command, ConfigError, run_command
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
 from kmirror.mirror.plan import (
@@ -401,10 +401,10 @@ def cmd_defaults(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "run": cmd_run,
-    "check-config": cmd_check_config,
-    "config-keys": cmd_config_keys,
-    "defaults": cmd_defaults,
+    "run": Command(cmd_run),
+    "check-config": Command(cmd_check_config),
+    "config-keys": Command(cmd_config_keys),
+    "defaults": Command(cmd_defaults),
     **lagcheck.COMMANDS,
     **audit.COMMANDS,
     **failover.COMMANDS,
@@ -413,11 +413,7 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except KmirrorError as exc:
-        print(f"kmirror {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    return run_command(args.command, COMMANDS[args.command], args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ the file, the key and the fix, e.g.::
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
 
 class KmirrorError(Exception):
     """Base class of every error kmirror reports to an operator."""
@@ -40,3 +45,27 @@ class SendFailure(KmirrorError):
     """A record could not be delivered to the target and the mirror stopped before committing past it."""
 
     exit_code = 3
+
+
+def one_line(text: str) -> str:
+    """A message on one line (librdkafka and OS errors may carry newlines)."""
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `kmirror` sub-command: the function that runs it, and the exit code its contract gives every
+    error (None: each error's own ``exit_code``; e.g. `kmirror audit` documents 2 for any error)."""
+
+    run: Callable[[argparse.Namespace], int]
+    error_exit: int | None = None
+
+
+def run_command(name: str, command: Command, args: argparse.Namespace) -> int:
+    """The one place an error becomes output and an exit code, for `kmirror NAME` and
+    `python -m kmirror.X`: one line ``kmirror NAME: error: ...`` on stderr, nothing on stdout."""
+    try:
+        return command.run(args)
+    except KmirrorError as exc:
+        print(f"kmirror {name}: error: {one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code if command.error_exit is None else command.error_exit

@@ -43,7 +43,7 @@ from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
 from kmirror.config.filters import TopicFilter
-from kmirror.errors import KmirrorError
+from kmirror.errors import Command, KmirrorError, run_command
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -327,7 +327,7 @@ def cmd_audit(a: argparse.Namespace) -> int:
     return int(rep["exit_code"])  # type: ignore[call-overload]
 
 
-COMMANDS = {"audit": cmd_audit}
+COMMANDS = {"audit": Command(cmd_audit, error_exit=report.EXIT_ERROR)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -335,11 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
     register(top.add_subparsers(dest="command", required=True))
     args = top.parse_args(["audit", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return cmd_audit(args)
-    except KmirrorError as exc:
-        print(f"kmirror audit: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return report.EXIT_ERROR
+    return run_command("audit", COMMANDS["audit"], args)
 
 
 if __name__ == "__main__":

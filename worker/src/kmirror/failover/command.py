@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, load_client_config
-from kmirror.errors import KmirrorError
+from kmirror.errors import Command, KmirrorError
 from kmirror.failover.groupsync import (
     _quiet,
     committed_offsets,
@@ -344,4 +344,4 @@ def translated_lag(
     ]
 
 
-COMMANDS = {"failover": cmd_failover}
+COMMANDS = {"failover": Command(cmd_failover)}

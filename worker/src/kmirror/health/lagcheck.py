@@ -31,7 +31,7 @@ from pathlib import Path
 from kmirror.config import admin_settings, finish, translate, validate_with_librdkafka
 from kmirror.config.properties import load_properties
 from kmirror.config.translation import rule_for
-from kmirror.errors import KmirrorError
+from kmirror.errors import Command, KmirrorError, one_line, run_command
 from kmirror.health import lag
 from kmirror.health import rules as health
 
@@ -99,9 +99,9 @@ def sample(
         rows = lag.group_lag(admin_conf, group, topics, timeout=timeout)
         state, listed = _group_state(admin_conf, group, timeout)
     except KmirrorError as exc:
-        raise LagError(_one_line(str(exc))) from None
+        raise LagError(one_line(str(exc))) from None
     except Exception as exc:
-        raise LagError(f"could not read group {group!r}: {_one_line(str(exc))}") from None
+        raise LagError(f"could not read group {group!r}: {one_line(str(exc))}") from None
     live = state in _LIVE_STATES
     samples = {
         (r.topic, r.partition): health.Sample(
@@ -111,10 +111,6 @@ def sample(
     }
     unowned = health.unowned(state, listed, {(r.topic, r.partition): r.owner for r in rows})
     return rows, samples, state, unowned
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 # ---------------------------------------------------------------------------------------- output
@@ -265,7 +261,7 @@ def _settings(a: argparse.Namespace) -> dict[str, str]:
         try:
             return connection_settings(a.command_config, a.bootstrap)
         except KmirrorError as exc:
-            raise LagError(_one_line(str(exc))) from None
+            raise LagError(one_line(str(exc))) from None
     if not a.bootstrap:
         raise LagError("no brokers: give --bootstrap-server HOST:PORT (or a --command-config with them)")
     return {"bootstrap.servers": a.bootstrap}
@@ -332,9 +328,7 @@ def _load_state(a: argparse.Namespace) -> health.Window:
     try:
         data = json.loads(a.state.read_text())
     except (OSError, ValueError) as exc:
-        raise LagError(
-            f"{a.state}: cannot read the saved window ({_one_line(str(exc))}); delete it"
-        ) from None
+        raise LagError(f"{a.state}: cannot read the saved window ({one_line(str(exc))}); delete it") from None
     if data.get("identity") != _state_identity(a):
         return health.Window(a.window)  # another group or cluster: start afresh
     return health.Window.from_json(data.get("window", {}), a.window)
@@ -349,10 +343,10 @@ def _save_state(a: argparse.Namespace, window: health.Window) -> None:
         tmp.write_text(json.dumps({"identity": _state_identity(a), "window": window.to_json()}))
         tmp.replace(a.state)
     except OSError as exc:
-        raise LagError(f"{a.state}: cannot save the window ({_one_line(str(exc))})") from None
+        raise LagError(f"{a.state}: cannot save the window ({one_line(str(exc))})") from None
 
 
-COMMANDS = {"lag": cmd_lag}
+COMMANDS = {"lag": Command(cmd_lag)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,11 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
     register(top.add_subparsers(dest="command", required=True))
     args = top.parse_args(["lag", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return cmd_lag(args)
-    except KmirrorError as exc:
-        print(f"kmirror lag: error: {_one_line(str(exc))}", file=sys.stderr)
-        return exc.exit_code
+    return run_command("lag", COMMANDS["lag"], args)
 
 
 if __name__ == "__main__":
