@@ -37,7 +37,7 @@ from conftest import (
     wait_until,
 )
 
-from kmirror.failover.groupsync import read_sync_data
+from kmirror.failover.clusters import read_sync_data
 from kmirror.testing.embedded import Cluster, clusters, free_port
 
 SYNC_MS = "300"

@@ -28,30 +28,18 @@ Error messages never quote option values, so a password cannot leak into a log; 
 
 from __future__ import annotations
 
-import bisect
 import os
-import re
 from dataclasses import dataclass
 
+from kmirror.config.jaas_lexer import BARE_VALUE_FIX, Failer, Lexer, Token, describe, glued_other
 from kmirror.config.properties import _read_config_text
+from kmirror.config.secrets import is_secret
 from kmirror.errors import ConfigError
 
 __all__ = ["LoginModule", "load_jaas_file", "parse_jaas_config_value", "parse_jaas_file"]
 
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
-
-_SECRET_WORDS = ("password", "secret")
-_QUOTE_ESCAPES = {"a": "\x07", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-_OCTAL = "01234567"
-_SYMBOLS = "{};="
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_BARE_VALUE_FIX = "bare values may only hold letters, digits and . - _ $ and must start with a letter"
 _ENTRY_SHAPE = "<LoginModuleClass> <flag> key=value ... ;"
-
-
-def _is_secret(key: str) -> bool:
-    lowered = key.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True, repr=False)
@@ -71,7 +59,7 @@ class LoginModule:
             )
 
     def __repr__(self) -> str:
-        shown = {k: ("***" if _is_secret(k) else v) for k, v in self.options.items()}
+        shown = {k: ("***" if is_secret(k) else v) for k, v in self.options.items()}
         return f"LoginModule(class_name={self.class_name!r}, flag={self.flag!r}, options={shown!r})"
 
 
@@ -91,145 +79,14 @@ def parse_jaas_config_value(value: str, origin: str, key: str = "sasl.jaas.confi
     return _Parser(value, origin, key).parse_inline()
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # "word", "quoted", "symbol", "other" (any other single character), "eof"
-    text: str
-    line: int
-    glued: bool  # directly after the previous token, with no blank or comment in between
-    quote: str = ""  # the quote character of a quoted string
-
-    def is_symbol(self, symbol: str) -> bool:
-        return self.kind == "symbol" and self.text == symbol
-
-    @property
-    def is_name(self) -> bool:
-        return self.kind in ("word", "quoted")
-
-    @property
-    def numeric(self) -> bool:
-        """A bare word that Java's tokenizer would read as a number (or a lone ``-``)."""
-        return self.kind == "word" and self.text[0] in "0123456789.-"
-
-
-class _Lexer:
-    def __init__(self, text: str, star_is_word: bool, fail: _Failer) -> None:
-        self.text = text
-        self.pos = 0
-        self.previous_end = -1
-        self.star_is_word = star_is_word
-        self.fail = fail
-        self.line_starts = [0, *(m.end() for m in _LINE_BREAK.finditer(text))]
-
-    def line_at(self, pos: int) -> int:
-        return bisect.bisect_right(self.line_starts, pos)
-
-    def _is_word_char(self, c: str) -> bool:
-        if c.isascii():
-            return c.isalnum() or c in "._-$" or (self.star_is_word and c == "*")
-        return ord(c) >= 0xA0
-
-    def _skip_blanks_and_comments(self) -> None:
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            c = text[self.pos]
-            if ord(c) <= 0x20:
-                self.pos += 1
-            elif text.startswith("//", self.pos):
-                while self.pos < n and text[self.pos] not in "\r\n":
-                    self.pos += 1
-            elif text.startswith("/*", self.pos):
-                close = text.find("*/", self.pos + 2)
-                if close < 0:
-                    raise self.fail(
-                        "comment opened with '/*' is not closed", self.line_at(self.pos), "close it with '*/'"
-                    )
-                self.pos = close + 2
-            else:
-                return
-
-    def next(self, value_of: str | None) -> _Token:
-        """The next token; ``value_of`` names the option whose value it would be (for errors)."""
-        self._skip_blanks_and_comments()
-        start = self.pos
-        glued = start == self.previous_end
-        line = self.line_at(start)
-        text = self.text
-        if start >= len(text):
-            return _Token("eof", "", line, glued)
-        c = text[start]
-        quote = ""
-        if c in "\"'":
-            kind, value, quote = "quoted", self._quoted(c, line, value_of), c
-        elif self._is_word_char(c):
-            end = start + 1
-            while end < len(text) and self._is_word_char(text[end]):
-                end += 1
-            kind, value = "word", text[start:end]
-            self.pos = end
-        else:
-            kind, value = ("symbol" if c in _SYMBOLS else "other"), c
-            self.pos = start + 1
-        self.previous_end = self.pos
-        return _Token(kind, value, line, glued, quote)
-
-    def _quoted(self, quote: str, line: int, value_of: str | None) -> str:
-        text, n = self.text, len(self.text)
-        out: list[str] = []
-        i = self.pos + 1
-        while True:
-            if i >= n or text[i] in "\r\n":
-                what = f"the quoted value of option {value_of!r}" if value_of else "a quoted string"
-                raise self.fail(
-                    f"{what} is not closed",
-                    line,
-                    f"end it with {quote} on the same line (a backslash before a quote "
-                    f"makes it part of the text)",
-                )
-            c = text[i]
-            i += 1
-            if c == quote:
-                break
-            if c != "\\" or i >= n:
-                out.append(c)
-                continue
-            c = text[i]
-            i += 1
-            if c not in _OCTAL:
-                out.append(_QUOTE_ESCAPES.get(c, c))
-                continue
-            code = int(c)
-            for _ in range(2 if c <= "3" else 1):
-                if i < n and text[i] in _OCTAL:
-                    code = code * 8 + int(text[i])
-                    i += 1
-                else:
-                    break
-            out.append(chr(code))
-        self.pos = i
-        return "".join(out)
-
-
-class _Failer:
-    """Builds the ConfigError of one input: the file form says "line N", the inline form the key."""
-
-    def __init__(self, origin: str, key: str | None) -> None:
-        self.origin = origin
-        self.key = key
-
-    def __call__(self, problem: str, line: int, fix: str) -> ConfigError:
-        where = self.key if self.key is not None else f"line {line}"
-        return ConfigError(problem, origin=self.origin, key=where, fix=fix)
-
-
 class _Parser:
     def __init__(self, text: str, origin: str, key: str | None) -> None:
         self.inline = key is not None
-        self.fail = _Failer(origin, key)
-        self.lexer = _Lexer(text, star_is_word=not self.inline, fail=self.fail)
+        self.fail = Failer(origin, key)
+        self.lexer = Lexer(text, star_is_word=not self.inline, fail=self.fail)
         self.last_line = 1
 
-    def _next(self, value_of: str | None = None, *, section_name: bool = False) -> _Token:
+    def _next(self, value_of: str | None = None, *, section_name: bool = False) -> Token:
         token = self.lexer.next(value_of)
         if token.kind != "eof":
             self.last_line = token.line
@@ -243,7 +100,7 @@ class _Parser:
             )
         return token
 
-    def _check_name(self, token: _Token, what: str, example: str) -> str:
+    def _check_name(self, token: Token, what: str, example: str) -> str:
         if token.numeric:
             raise self.fail(
                 f"{what} {token.text!r} must be quoted or start with a letter",
@@ -252,7 +109,7 @@ class _Parser:
             )
         return token.text
 
-    def _refuse_hash(self, token: _Token, hide: bool) -> None:
+    def _refuse_hash(self, token: Token, hide: bool) -> None:
         if token.kind == "other" and token.text == "#" and not hide:
             raise self.fail(
                 "'#' does not start a comment in JAAS configuration",
@@ -269,7 +126,7 @@ class _Parser:
             if not token.is_name:
                 self._refuse_hash(token, False)
                 raise self.fail(
-                    f"expected a section name, found {_describe(token)}",
+                    f"expected a section name, found {describe(token)}",
                     token.line,
                     "start each section with its name and '{', e.g. KafkaClient {",
                 )
@@ -331,12 +188,12 @@ class _Parser:
 
     # -- one entry: <class> <flag> key=value ... ; -----------------------------------------------
 
-    def _entry(self, first: _Token, section: str | None) -> LoginModule:
+    def _entry(self, first: Token, section: str | None) -> LoginModule:
         place = f" in {section}" if section else ""
         if not first.is_name:
             self._refuse_hash(first, False)
             raise self.fail(
-                f"expected a login module class name{place}, found {_describe(first)}",
+                f"expected a login module class name{place}, found {describe(first)}",
                 first.line,
                 f"write each login module as {_ENTRY_SHAPE}",
             )
@@ -356,7 +213,7 @@ class _Parser:
                 f"drop '{class_name} {{' and the closing '}};', leaving {_ENTRY_SHAPE}",
             )
         if not flag_token.is_name or flag_token.text.upper() not in _UPPER_FLAGS:
-            found = f"{flag_token.text!r}" if flag_token.kind == "word" else _describe(flag_token)
+            found = f"{flag_token.text!r}" if flag_token.kind == "word" else describe(flag_token)
             raise self.fail(
                 f"{module} has no valid control flag (found {found})",
                 flag_token.line,
@@ -381,18 +238,18 @@ class _Parser:
                 raise self.fail(
                     f"the value of option {previous!r} of {module} must be quoted",
                     token.line,
-                    f'write {previous}="..."; {_BARE_VALUE_FIX}',
+                    f'write {previous}="..."; {BARE_VALUE_FIX}',
                 )
             # What follows a value can be a stray piece of it: only show it if that value is no secret.
-            hide = previous is not None and _is_secret(previous)
+            hide = previous is not None and is_secret(previous)
             if not token.is_name:
                 self._refuse_hash(token, hide)
                 after = f" after option {previous!r}" if previous else ""
                 raise self.fail(
                     f"expected an option (key=value) or ';'{after} in {module}, "
-                    f"found {_describe(token, hide)}",
+                    f"found {describe(token, hide)}",
                     token.line,
-                    f"write options as key=value and quote values; {_BARE_VALUE_FIX}",
+                    f"write options as key=value and quote values; {BARE_VALUE_FIX}",
                 )
             equals = self._next()
             if not equals.is_symbol("="):
@@ -414,11 +271,11 @@ class _Parser:
                 )
             key = token.text
             value = self._next(value_of=key)
-            if value.kind == "other" or value.numeric or (value.kind == "word" and _glued_other(self.lexer)):
+            if value.kind == "other" or value.numeric or (value.kind == "word" and glued_other(self.lexer)):
                 raise self.fail(
                     f"the value of option {key!r} of {module} must be quoted",
                     value.line,
-                    f'write {key}="..."; {_BARE_VALUE_FIX}',
+                    f'write {key}="..."; {BARE_VALUE_FIX}',
                 )
             if not value.is_name:
                 raise self.fail(
@@ -439,26 +296,3 @@ class _Parser:
 
 
 _UPPER_FLAGS = tuple(flag.upper() for flag in CONTROL_FLAGS)
-
-
-def _glued_other(lexer: _Lexer) -> bool:
-    """Whether the character right after the last token continues it but is not a word character."""
-    pos = lexer.pos
-    text = lexer.text
-    if pos >= len(text):
-        return False
-    c = text[pos]
-    return ord(c) > 0x20 and c not in ";}" and not text.startswith(("//", "/*"), pos)
-
-
-def _describe(token: _Token, hide: bool = False) -> str:
-    """A token for an error message, without ever echoing a quoted string or a stray word."""
-    if hide and token.kind == "other":
-        return "a stray character"
-    if token.kind == "eof":
-        return "the end of the input"
-    if token.kind == "quoted":
-        return "a quoted string"
-    if token.kind == "word":
-        return "a bare word"
-    return f"'{token.text}'"

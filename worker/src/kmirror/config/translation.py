@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from kmirror.errors import ConfigError
+from kmirror.config import converters
 
 Action = Literal["rename", "ignore", "refuse", "special"]
 Scope = Literal["consumer", "producer", "both"]
@@ -35,107 +35,6 @@ class Rule:
 
     def applies_to(self, role: str) -> bool:
         return self.scope in ("both", role)
-
-
-# --- value converters (each raises ConfigError naming the key on a value it cannot use) ---
-
-
-def _broker_list(value: str, origin: str) -> str:
-    """0.7's ``broker.list`` is ``id:host:port,...``; 0.8's ``metadata.broker.list`` is ``host:port,...``."""
-    out = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        parts = item.split(":")
-        if len(parts) == 3 and parts[0].isdigit():
-            parts = parts[1:]
-        out.append(":".join(parts))
-    return ",".join(out)
-
-
-_CODECS = {
-    "0": "none",
-    "nocompressioncodec": "none",
-    "none": "none",
-    "uncompressed": "none",
-    "1": "gzip",
-    "gzipcompressioncodec": "gzip",
-    "gzip": "gzip",
-    "defaultcompressioncodec": "gzip",
-    "2": "snappy",
-    "snappycompressioncodec": "snappy",
-    "snappy": "snappy",
-    "3": "lz4",
-    "lz4compressioncodec": "lz4",
-    "lz4": "lz4",
-    "4": "zstd",
-    "zstdcompressioncodec": "zstd",
-    "zstd": "zstd",
-}
-
-
-def _codec(value: str, origin: str) -> str:
-    try:
-        return _CODECS[value.strip().lower()]
-    except KeyError:
-        raise ConfigError(
-            f"unknown compression codec {value!r}",
-            origin=origin,
-            key="compression.codec",
-            fix="use 0 (none), 1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd) or set compression.type",
-        ) from None
-
-
-def _offset_reset(value: str, origin: str) -> str:
-    v = value.strip().lower()
-    return {"smallest": "earliest", "largest": "latest"}.get(v, v)
-
-
-def _kbytes(value: str, origin: str) -> str:
-    try:
-        return str(max(1, -(-int(value.strip()) // 1024)))
-    except ValueError:
-        raise ConfigError(
-            f"not a number of bytes: {value!r}",
-            origin=origin,
-            key="buffer.memory",
-            fix="give a whole number of bytes, e.g. buffer.memory=33554432",
-        ) from None
-
-
-_ASSIGNORS = {
-    "org.apache.kafka.clients.consumer.rangeassignor": "range",
-    "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
-    "range": "range",
-    "roundrobin": "roundrobin",
-    "cooperative-sticky": "cooperative-sticky",
-}
-
-
-def _assignors(value: str, origin: str) -> str:
-    out = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        try:
-            out.append(_ASSIGNORS[item.lower()])
-        except KeyError:
-            raise ConfigError(
-                f"assignor {item!r} has no librdkafka equivalent",
-                origin=origin,
-                key="partition.assignment.strategy",
-                fix="use RangeAssignor, RoundRobinAssignor or CooperativeStickyAssignor",
-            ) from None
-    return ",".join(out)
-
-
-def _endpoint_identification(value: str, origin: str) -> str:
-    return "none" if value.strip() == "" else value.strip().lower()
-
-
-def _acks(value: str, origin: str) -> str:
-    return "all" if value.strip() == "-1" else value.strip()
 
 
 _ZK_FIX = (
@@ -172,9 +71,11 @@ RULES: tuple[Rule, ...] = (
         "broker.list",
         "bootstrap.servers",
         "Kafka 0.7 broker list (id:host:port), ids dropped",
-        convert=_broker_list,
+        convert=converters.broker_list,
     ),
-    _rename("metadata.broker.list", "bootstrap.servers", "Kafka 0.8 broker list", convert=_broker_list),
+    _rename(
+        "metadata.broker.list", "bootstrap.servers", "Kafka 0.8 broker list", convert=converters.broker_list
+    ),
     _refuse("zk.connect", _ZK_FIX),
     _refuse("zookeeper.connect", _ZK_FIX),
     _refuse("zk.connectiontimeout.ms", _ZK_FIX),
@@ -212,14 +113,14 @@ RULES: tuple[Rule, ...] = (
         "auto.offset.reset",
         "smallest/largest become earliest/latest",
         scope="consumer",
-        convert=_offset_reset,
+        convert=converters.offset_reset,
     ),
     _rename(
         "autooffset.reset",
         "auto.offset.reset",
         "Kafka 0.7 name; smallest/largest map to earliest/latest",
         scope="consumer",
-        convert=_offset_reset,
+        convert=converters.offset_reset,
     ),
     _rename(
         "fetch.size", "max.partition.fetch.bytes", "Kafka 0.7 bytes per partition per fetch", scope="consumer"
@@ -231,7 +132,7 @@ RULES: tuple[Rule, ...] = (
         "partition.assignment.strategy",
         "Java assignor classes become librdkafka names",
         scope="consumer",
-        convert=_assignors,
+        convert=converters.assignors,
     ),
     _ignore(
         "max.poll.records", "kmirror reads in batches of its own size (see --queue.size)", scope="consumer"
@@ -273,9 +174,13 @@ RULES: tuple[Rule, ...] = (
         scope="consumer",
     ),
     # Producer
-    _rename("acks", "acks", "-1 becomes all", scope="producer", convert=_acks),
+    _rename("acks", "acks", "-1 becomes all", scope="producer", convert=converters.acks),
     _rename(
-        "request.required.acks", "acks", "Kafka 0.8 name; -1 becomes all", scope="producer", convert=_acks
+        "request.required.acks",
+        "acks",
+        "Kafka 0.8 name; -1 becomes all",
+        scope="producer",
+        convert=converters.acks,
     ),
     _rename(
         "max.in.flight.requests.per.connection", "max.in.flight.requests.per.connection", scope="producer"
@@ -290,7 +195,7 @@ RULES: tuple[Rule, ...] = (
         "queue.buffering.max.kbytes",
         "bytes become kilobytes",
         scope="producer",
-        convert=_kbytes,
+        convert=converters.kbytes,
     ),
     _rename("queue.time", "linger.ms", "Kafka 0.7 name", scope="producer"),
     _rename("queue.buffering.max.ms", "linger.ms", "Kafka 0.8 name", scope="producer"),
@@ -299,7 +204,7 @@ RULES: tuple[Rule, ...] = (
         "compression.type",
         "0-4 and codec class names become names",
         scope="producer",
-        convert=_codec,
+        convert=converters.codec,
     ),
     _ignore("compressed.topics", "kmirror compresses every topic per compression.type", scope="producer"),
     _ignore(
@@ -362,7 +267,7 @@ RULES: tuple[Rule, ...] = (
         "ssl.endpoint.identification.algorithm",
         "ssl.endpoint.identification.algorithm",
         "empty becomes none",
-        convert=_endpoint_identification,
+        convert=converters.endpoint_identification,
     ),
     _ignore("ssl.protocol", "OpenSSL negotiates the highest TLS version both sides support"),
     _ignore("ssl.enabled.protocols", "OpenSSL negotiates the highest TLS version both sides support"),

@@ -28,12 +28,12 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
-from kmirror.failover.groupsync import (
-    _quiet,
+from kmirror.failover.clusters import (
     committed_offsets,
     group_activity,
     is_active,
     probe_conf,
+    quiet,
     read_sync_data,
     true_ends,
 )
@@ -203,7 +203,7 @@ def _source_offsets(
     conf = dict(admin_settings(settings))
     conf["socket.connection.setup.timeout.ms"] = str(int(timeout * 1000))
     try:
-        return committed_offsets(AdminClient({**conf, "logger": _quiet}), group, timeout)
+        return committed_offsets(AdminClient({**conf, "logger": quiet}), group, timeout)
     except Exception:
         return None
 
@@ -240,12 +240,12 @@ def cmd_failover(a: argparse.Namespace) -> int:
         )
     if not live:
         live = None  # the source answers but has nothing: use the checkpoints
-    admin = AdminClient({**admin_settings(target.settings), "logger": _quiet})
+    admin = AdminClient({**admin_settings(target.settings), "logger": quiet})
     try:
         state, members = group_activity(admin, group, a.timeout)
         on_target = committed_offsets(admin, group, a.timeout)
         parts = set(data.group_checkpoints(group)) | set(live or {})
-        probe = Consumer(probe_conf(target.settings), logger=_quiet)
+        probe = Consumer(probe_conf(target.settings), logger=quiet)
         try:
             ends = true_ends(admin, probe, sorted(p for p in parts if data.store.has(*p)), a.timeout)
         finally:
@@ -317,10 +317,10 @@ def translated_lag(
     mirror = load_client_config(mirror_file, "consumer", allow_unsafe=True).settings["group.id"]
     try:
         data = read_sync_data(target_conf, mirror, timeout)
-        admin = AdminClient({**dict(target_conf), "logger": _quiet})
+        admin = AdminClient({**dict(target_conf), "logger": quiet})
         on_target = committed_offsets(admin, group, timeout)
         parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
-        probe = Consumer(probe_conf(target_conf), logger=_quiet)
+        probe = Consumer(probe_conf(target_conf), logger=quiet)
         try:
             ends = true_ends(admin, probe, sorted(parts), timeout)
         finally:

@@ -42,7 +42,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, client_conf
-from kmirror.failover.groupsync import SyncWriter
+from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
 from kmirror.mirror.membership import GroupMembership

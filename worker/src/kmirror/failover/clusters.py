@@ -1,0 +1,184 @@
+"""Failover I/O on the clusters: the sync topic, true end offsets, reading sync data, group offsets
+and activity (used by the writer, the group sync, `kmirror failover` and `kmirror lag`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+try:  # confluent-kafka >= 2.3; the GSSAPI build for Kerberos hosts (2.0.2) has no list_offsets
+    from confluent_kafka.admin import OffsetSpec
+except ImportError:  # pragma: no cover - depends on the installed client
+    OffsetSpec = None
+
+from kmirror.config import admin_settings
+from kmirror.failover.offsetsync import (
+    SYNC_TOPIC,
+    SYNC_TOPIC_CONFIG,
+    SyncData,
+)
+
+log = logging.getLogger(__name__)
+quiet = logging.getLogger("kmirror.librdkafka.groupsync")
+
+PROBE_GROUP = "__kmirror-probe"  # never commits; internal, so never synced
+# Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
+LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
+
+
+def ensure_sync_topic(admin: AdminClient, replication_factor: int = -1, timeout: float = 10.0) -> None:
+    """Create the compacted sync topic on the target when it is missing."""
+    md = admin.list_topics(timeout=timeout)
+    if SYNC_TOPIC in md.topics and md.topics[SYNC_TOPIC].error is None:
+        return
+    futures = admin.create_topics(
+        [NewTopic(SYNC_TOPIC, 1, replication_factor, config=dict(SYNC_TOPIC_CONFIG))], request_timeout=timeout
+    )
+    for f in futures.values():
+        try:
+            f.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def reader_conf(settings: Mapping[str, str]) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(admin_settings(settings))
+    conf.update(
+        {
+            "group.id": PROBE_GROUP,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "latest",
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    return conf
+
+
+def probe_conf(settings: Mapping[str, str]) -> dict[str, Any]:
+    """A reader assigned only while it probes: the broker answers at once (about 6 ms a probe)."""
+    return {**reader_conf(settings), "fetch.wait.max.ms": 1}
+
+
+def true_ends(
+    admin: AdminClient, probe: Consumer, parts: list[tuple[str, int]], timeout: float = 10.0
+) -> dict[tuple[str, int], int]:
+    """End offsets of target partitions: the high watermark, or past the last record found by reading
+    from high watermark - 1 to the end of the partition when that is further (brokers that report the
+    high watermark as the last batch's base offset + 1). On Kafka this reads one record per partition."""
+    if not parts:
+        return {}
+    if OffsetSpec is not None and hasattr(admin, "list_offsets"):
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in parts}, request_timeout=timeout
+        )
+        ends = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+    else:
+        ends = {
+            (t, p): probe.get_watermark_offsets(TopicPartition(t, p), timeout=timeout, cached=False)[1]
+            for t, p in parts
+        }
+    todo = {k for k, hw in ends.items() if hw > 0}
+    if not todo:
+        return ends
+    probe.assign([TopicPartition(t, p, ends[(t, p)] - 1) for t, p in sorted(todo)])
+    deadline = time.monotonic() + timeout
+    try:
+        while todo and time.monotonic() < deadline:
+            for m in probe.consume(1000, 0.005):  # returns at the timeout when fewer records came
+                key = (m.topic(), m.partition())
+                err = m.error()
+                if err is None:
+                    ends[key] = max(ends[key], m.offset() + 1)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    todo.discard(key)
+    finally:
+        probe.unassign()
+    return ends
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+class SyncReader:
+    """Follows the sync topic on the target; each :meth:`read` adds what is new to `data`."""
+
+    def __init__(self, target_settings: Mapping[str, str], mirror: str) -> None:
+        self.mirror = mirror
+        self.data = SyncData.empty()
+        self.consumer = Consumer(reader_conf(target_settings), logger=quiet)
+        self._assigned = False
+
+    def read(self, timeout: float = 10.0) -> SyncData:
+        if not self._assigned:
+            md = self.consumer.list_topics(timeout=timeout)  # all: naming the topic may auto-create it
+            topic = md.topics.get(SYNC_TOPIC)
+            if topic is None or topic.error is not None:
+                return self.data
+            self.consumer.assign([TopicPartition(SYNC_TOPIC, p, OFFSET_BEGINNING) for p in topic.partitions])
+            self._assigned = True
+            self._next = dict.fromkeys(topic.partitions, 0)
+        # End of partition is reported once per arrival at the end: only wait where there is more to read.
+        todo = set()
+        for p, position in self._next.items():
+            _, high = self.consumer.get_watermark_offsets(
+                TopicPartition(SYNC_TOPIC, p), timeout=timeout, cached=False
+            )
+            if position < high:
+                todo.add(p)
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for m in self.consumer.consume(1000, 0.1):
+                err = m.error()
+                if err is None:
+                    self._next[m.partition()] = m.offset() + 1
+                    self.data.add_record(self.mirror, m.key(), m.value())
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    todo.discard(m.partition())
+        return self.data
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def read_sync_data(target_settings: Mapping[str, str], mirror: str, timeout: float = 10.0) -> SyncData:
+    reader = SyncReader(target_settings, mirror)
+    try:
+        return reader.read(timeout)
+    finally:
+        reader.close()
+
+
+def committed_offsets(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+    listed = fut[group].result().topic_partitions or []
+    return {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
+
+
+def group_activity(admin: AdminClient, group: str, timeout: float) -> tuple[str, int]:
+    """(state name, number of members) of a group."""
+    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
+    return described.state.name, len(described.members or [])
+
+
+def is_active(state: str, members: int) -> bool:
+    return members > 0 or state in LIVE_STATES
+
+
+def one_line_error(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return " ".join(str(exc).split())

@@ -1,0 +1,163 @@
+"""SyncWriter: one sync point per committed partition, written to the target before the commit
+(`kmirror run --groups`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+try:  # confluent-kafka >= 2.3; the GSSAPI build for Kerberos hosts (2.0.2) has no list_offsets
+    from confluent_kafka.admin import OffsetSpec
+except ImportError:  # pragma: no cover - depends on the installed client
+    OffsetSpec = None
+
+from kmirror.config import admin_settings
+from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet, true_ends
+from kmirror.failover.offsetsync import (
+    SYNC_TOPIC,
+    SyncPoint,
+    sync_record,
+    sync_slots,
+)
+
+log = logging.getLogger(__name__)
+
+
+SYNC_FLUSH_TIMEOUT_S = 10.0
+
+
+class SyncWriter:
+    """Writes a stream's sync points at its commit points (errors are logged, never stop the mirror)."""
+
+    def __init__(
+        self,
+        label: str,
+        mirror: str,
+        producer_settings: Mapping[str, str],
+        replication_factor: int,
+        consumer_settings: Mapping[str, str],
+    ) -> None:
+        self.label = label
+        self.mirror = mirror
+        self.source_admin = AdminClient({**admin_settings(consumer_settings), "logger": quiet})
+        self.source_probe = Consumer(probe_conf(consumer_settings), logger=quiet)
+        # Per partition, the source's end when this stream was assigned it: an earlier owner (one that
+        # crashed) may have copied records up to there past the committed offset, so the target's end is
+        # a valid sync point only once this stream's position has passed it.
+        self.hold: dict[tuple[str, int], int] = {}
+        self.admin = AdminClient({**admin_settings(producer_settings), "logger": quiet})
+        ensure_sync_topic(self.admin, replication_factor)
+        conf: dict[str, Any] = dict(admin_settings(producer_settings))
+        conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5, "on_delivery": self._failed})
+        self.producer = Producer(conf, logger=quiet)
+        self.probe = Consumer(probe_conf(producer_settings), logger=quiet)
+        self.written = 0
+        self.seconds = 0.0  # time spent at commit points, for the stats
+
+    def _failed(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            log.warning("%s: could not write a sync point to %s: %s", self.label, SYNC_TOPIC, err.str())
+
+    def assigned(self, consumer: Consumer, partitions: list[TopicPartition], skip: set[str]) -> None:
+        """Partitions just assigned, none of them produced yet by this stream.
+
+        Each is held (no sync points) until this stream's position reaches the source's end now: an
+        earlier owner that crashed may have copied records past the committed offset, up to there, and a
+        target end measured before those are copied again would place them behind the sync point.
+        A partition the mirror group never committed also gets a point now, where reading starts -> the
+        target's end, acknowledged before any record of it is produced: it gives groups behind the
+        mirror's first sync point a translation. Assigned again after a crash before its first commit,
+        it gets a second point at the same source offset with a larger target, and translation takes
+        the smaller (:class:`kmirror.failover.offsetsync.SyncStore`)."""
+        parts = [tp for tp in partitions if tp.topic not in skip]
+        if not parts:
+            return
+        started = time.monotonic()
+        try:
+            ends = true_ends(self.source_admin, self.source_probe, [(tp.topic, tp.partition) for tp in parts])
+            self.hold.update(ends)
+            fresh = [tp for tp in consumer.committed(parts, timeout=10) if tp.offset < 0]
+            starts = []
+            for tp in fresh:
+                low, _ = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                starts.append(TopicPartition(tp.topic, tp.partition, low))
+        except KafkaException as exc:
+            for tp in parts:  # unknown source end: no sync points for these until the next assignment
+                self.hold[(tp.topic, tp.partition)] = 1 << 62
+            log.warning("%s: no sync points for the assigned partitions: %s", self.label, exc)
+            return
+        finally:
+            self.seconds += time.monotonic() - started
+        if starts:
+            self.commit_point(starts, {}, set(), assignment=True)
+
+    def commit_point(
+        self,
+        positions: Iterable[TopicPartition],
+        previous: Mapping[tuple[str, int], int],
+        skip: set[str],
+        assignment: bool = False,
+    ) -> None:
+        """Everything before `positions` is acknowledged by the target and nothing after is produced yet
+        by this stream (nor, past the held end, by any earlier owner)."""
+        started = time.monotonic()
+        parts = {(tp.topic, tp.partition): tp.offset for tp in positions if tp.topic not in skip}
+        if not assignment:
+            for key, position in list(parts.items()):
+                held = self.hold.get(key)
+                if held is None:
+                    continue
+                if position < held:
+                    del parts[key]
+                else:
+                    del self.hold[key]
+        if not parts:
+            return
+        try:
+            ends = true_ends(self.admin, self.probe, sorted(parts))
+            now = int(time.time() * 1000)
+            for (topic, partition), position in parts.items():
+                if (topic, partition) not in ends:
+                    continue
+                point = SyncPoint(position, ends[(topic, partition)], now)
+                # An assignment's point has a slot of its own per target: compaction keeps every one (one
+                # per assignment before the partition's first commit), so the smallest is never lost.
+                slots = (
+                    [f"assigned.{point.target}"]
+                    if assignment
+                    else sync_slots(previous.get((topic, partition)), position)
+                )
+                for slot in slots:
+                    key, value = sync_record(self.mirror, topic, partition, slot, point)
+                    self.producer.produce(SYNC_TOPIC, value, key)
+                    self.written += 1
+            # Acknowledged before the caller commits or produces: a sync point must exist before the
+            # records it speaks of (a crash right after the commit keeps it).
+            if self.producer.flush(SYNC_FLUSH_TIMEOUT_S) > 0:
+                log.warning("%s: sync points not acknowledged by %s yet", self.label, SYNC_TOPIC)
+        except (KafkaException, BufferError) as exc:
+            log.warning("%s: no sync points at this commit point: %s", self.label, exc)
+        self.seconds += time.monotonic() - started
+
+    def close(self) -> None:
+        self.producer.flush(5)
+        self.probe.close()
+        self.source_probe.close()
+        log.info(
+            "%s: offset syncs: %d sync points written, %.3f s spent measuring and writing them",
+            self.label,
+            self.written,
+            self.seconds,
+        )
