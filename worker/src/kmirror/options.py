@@ -1,0 +1,256 @@
+"""The ``kmirror`` command line: MirrorMaker's options (both ``--opt value`` and ``--opt=value``), kmirror's
+own, and every sub-command's; the commands themselves are in :mod:`kmirror.cli`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from kmirror import __version__, audit
+from kmirror.failover import command as failover
+from kmirror.health import lagcheck
+from kmirror.mirror.plan import (
+    DEFAULT_NUM_PRODUCERS,
+    DEFAULT_QUEUE_SIZE,
+)
+
+RUN_DESCRIPTION = """\
+Mirror topics from one or more source clusters to a target cluster, losing nothing.
+Takes kafka.tools.MirrorMaker's options and its consumer/producer properties files (Java and legacy
+keys are translated; see docs/config-translation.md). Offsets are committed only for records the target
+acknowledged; a record the target refuses stops the mirror (exit 3) without committing past it.
+SIGTERM/SIGINT: flush, commit, exit 0."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "yes", "1"):
+        return True
+    if v in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _add_sources(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument(
+        "--consumer.config",
+        dest="consumer_configs",
+        action="append",
+        default=[],
+        metavar="FILE",
+        required=required,
+        help="consumer properties of a source cluster; repeat once per source cluster",
+    )
+    p.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        required=required,
+        help="producer properties of the target cluster",
+    )
+    p.add_argument(
+        "--whitelist",
+        "--include",
+        dest="include",
+        metavar="REGEX",
+        help="Java regex of topics to mirror, matched against the whole name; ',' means '|'",
+    )
+    p.add_argument(
+        "--blacklist",
+        "--exclude",
+        dest="exclude",
+        metavar="REGEX",
+        help="Java regex of topics not to mirror (may be combined with --whitelist); internal "
+        "topics (__*) are never mirrored",
+    )
+    p.add_argument(
+        "--allow.unsafe",
+        dest="allow_unsafe",
+        action="store_true",
+        help="run even with settings that can lose records (acks=1, auto-commit, ...)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    top = _Parser(
+        prog="kmirror", description="kmirror: a drop-in MirrorMaker that loses nothing.", allow_abbrev=False
+    )
+    top.add_argument("--version", action="version", version=f"kmirror {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser(
+        "run",
+        help="mirror topics (MirrorMaker's options)",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    _add_sources(run, required=True)
+    run.add_argument(
+        "--num.streams",
+        dest="num_streams",
+        type=int,
+        metavar="N",
+        help="consumer streams (processes) per source cluster; default: one per CPU core",
+    )
+    run.add_argument(
+        "--num.producers",
+        dest="num_producers",
+        type=int,
+        default=DEFAULT_NUM_PRODUCERS,
+        metavar="N",
+        help="producers (target connections) per stream; a source partition always uses the same one "
+        f"(default {DEFAULT_NUM_PRODUCERS})",
+    )
+    run.add_argument(
+        "--queue.size",
+        dest="queue_size",
+        type=int,
+        metavar="N",
+        help=f"records buffered between consumer and target per stream; reading blocks when full "
+        f"(default {DEFAULT_QUEUE_SIZE}, or queue.buffering.max.messages from the producer file)",
+    )
+    run.add_argument(
+        "--offset.commit.interval.ms",
+        dest="commit_ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="flush and commit every MS milliseconds (default 60000)",
+    )
+    run.add_argument(
+        "--abort.on.send.failure",
+        "--abort.on.send.fail",
+        dest="abort",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="stop when a record cannot be delivered (default true; false needs --allow.unsafe)",
+    )
+    run.add_argument(
+        "--abortOnSendFail", dest="abort", action="store_const", const=True, help=argparse.SUPPRESS
+    )
+    run.add_argument(
+        "--new.consumer",
+        dest="new_consumer",
+        action="store_true",
+        help="accepted for compatibility; kmirror always uses the broker-coordinated consumer",
+    )
+    for java_only in (
+        "--message.handler",
+        "--message.handler.args",
+        "--consumer.rebalance.listener",
+        "--rebalance.listener.args",
+    ):
+        run.add_argument(
+            java_only, dest="java_only", action="append", metavar="CLASS", help=argparse.SUPPRESS
+        )
+    run.add_argument(
+        "--topic.refresh.interval.ms",
+        dest="refresh_ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="how often new source topics, partition counts and topic configs are looked at (default 30000)",
+    )
+    run.add_argument(
+        "--stats.interval.ms",
+        dest="stats_ms",
+        type=int,
+        default=30_000,
+        metavar="MS",
+        help="one stats line per stream every MS milliseconds (default 30000)",
+    )
+    run.add_argument(
+        "--replication.factor",
+        dest="replication_factor",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="replication factor of destination topics kmirror creates (default: the target's)",
+    )
+    run.add_argument(
+        "--static.membership",
+        dest="static_membership",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="true|false",
+        help="KIP-345 static membership: each stream joins the group with a group.instance.id that stays "
+        "the same across restarts (BASE-STREAM; BASE: the consumer file's group.instance.id, else "
+        "kmirror-HOST-SOURCE), so a restart within session.timeout.ms moves no partitions, but a stopped "
+        "instance keeps its partitions for session.timeout.ms. Default: on only for a consumer file that "
+        "sets group.instance.id; otherwise streams leave the group one at a time on stop and their "
+        "partitions move at once (docs/deployment.md, Restarts)",
+    )
+    run.add_argument(
+        "--groups",
+        dest="groups",
+        metavar="REGEX",
+        help="Java regex of source consumer groups whose committed offsets are translated and committed "
+        "for the same group on the target (for failover; MirrorMaker 2's name); also writes sync points to "
+        "the target's __kmirror-offset-syncs topic. The mirror's own group and __* groups are never synced",
+    )
+    run.add_argument(
+        "--sync.group.offsets.interval.ms",
+        dest="sync_groups_ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="how often --groups offsets are synced (default 60000)",
+    )
+    run.add_argument(
+        "--metrics.port",
+        dest="metrics_port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: off)",
+    )
+    run.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default INFO",
+    )
+
+    check = sub.add_parser(
+        "check-config",
+        allow_abbrev=False,
+        help="print the effective client settings (secrets masked) and a safety verdict",
+        description="Translate and check consumer/producer files as `run` would, print the "
+        "effective librdkafka settings with secrets masked, and a verdict. "
+        "Exit 0 SAFE, 1 UNSAFE, 2 invalid.",
+    )
+    _add_sources(check, required=False)
+    check.add_argument(
+        "--abort.on.send.failure", dest="abort", type=_bool, default=True, metavar="true|false"
+    )
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+
+    keys = sub.add_parser(
+        "config-keys",
+        help="the Java/legacy key translation table",
+        description="Print how each Java or legacy MirrorMaker key is handled.",
+    )
+    keys.add_argument("--markdown", action="store_true", help="the table as published in the docs")
+
+    defaults = sub.add_parser(
+        "defaults",
+        help="the data-loss-safe client settings, as JSON",
+        description="Print the required, default and engine-owned client settings as JSON "
+        "(the Ansible templates render these).",
+    )
+    defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
+    lagcheck.register(sub)
+    audit.register(sub)
+    failover.register(sub)
+    return top
