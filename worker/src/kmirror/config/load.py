@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from kmirror.config import translation
 from kmirror.config.client import ClientConfig
 from kmirror.config.properties import load_properties
 from kmirror.config.safety import Role
@@ -20,21 +21,44 @@ from kmirror.config.validate import finish, validate_with_librdkafka
 from kmirror.errors import ConfigError
 
 
+def maps_to(key: str, role: Role, target: str) -> bool:
+    """Whether a key of a properties file sets librdkafka's `target` (itself, or a Java key renamed to it)."""
+    rule = translation.rule_for(key, role)
+    return key == target or (rule is not None and rule.target == target)
+
+
+def role_of(props: Mapping[str, str]) -> Role:
+    """A file whose role is not given: a consumer file when it names a group, else a producer file."""
+    return "consumer" if any(maps_to(k, "consumer", "group.id") for k in props) else "producer"
+
+
 def load_client_config(
     path: str | os.PathLike[str],
-    role: Role,
+    role: Role | None,
     *,
     allow_unsafe: bool = False,
     env: Mapping[str, str] | None = None,
     validate: bool = True,
+    fallback: Mapping[str, str] | None = None,
 ) -> ClientConfig:
-    """Read, translate, make safe and check one consumer or producer properties file."""
+    """Read, translate, make safe and check one consumer or producer properties file.
+
+    `role` None: taken from the file (:func:`role_of`), for files that only carry connection settings
+    (`kmirror lag --command-config`, the audit's). `fallback`: librdkafka settings used where the file
+    sets neither the key nor a Java key translated to it (e.g. brokers given on the command line)."""
     origin = str(path)
     if not Path(path).is_file():
         raise ConfigError(
-            "file not found", origin=origin, fix=f"give the path of an existing {role} properties file"
+            "file not found",
+            origin=origin,
+            fix=f"give the path of an existing {role or 'client'} properties file",
         )
-    cfg = finish(translate(load_properties(path), role, origin, env), allow_unsafe=allow_unsafe)
+    props = load_properties(path)
+    role = role or role_of(props)
+    for key, value in (fallback or {}).items():
+        if not any(maps_to(k, role, key) for k in props):
+            props[key] = value
+    cfg = finish(translate(props, role, origin, env), allow_unsafe=allow_unsafe)
     if validate:
         validate_with_librdkafka(cfg)
     return cfg

@@ -28,9 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kmirror.config import admin_settings, finish, translate, validate_with_librdkafka
-from kmirror.config.properties import load_properties
-from kmirror.config.translation import rule_for
+from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError, one_line, run_command
 from kmirror.health import lag
 from kmirror.health import rules as health
@@ -48,27 +46,13 @@ class LagError(KmirrorError):
     exit_code = health.EXIT_UNKNOWN
 
 
-def _maps_to(key: str, role: str, target: str) -> bool:
-    rule = rule_for(key, role)
-    return key == target or (rule is not None and rule.target == target)
-
-
 def connection_settings(path: str | os.PathLike[str], bootstrap: str | None = None) -> dict[str, str]:
     """The connection and security settings of a properties file: a consumer or producer file of the
-    mirror, or a `--command-config` file (security settings only). Java and legacy keys are translated
-    as for `kmirror run` (:mod:`kmirror.config`); `bootstrap` (from the command line) wins over the file's.
-    """
-    origin = os.fspath(path)
-    if not Path(path).is_file():
-        raise KmirrorError(f"{origin}: file not found; give the path of an existing properties file")
-    props = load_properties(path)
-    role = "consumer" if any(_maps_to(k, "consumer", "group.id") for k in props) else "producer"
-    has_brokers = any(_maps_to(k, role, "bootstrap.servers") for k in props)
-    if bootstrap and not has_brokers:
-        props["bootstrap.servers"] = bootstrap
-    cfg = finish(translate(props, role, origin), allow_unsafe=True)  # type: ignore[arg-type]
-    validate_with_librdkafka(cfg)
-    settings = admin_settings(cfg.settings)
+    mirror, or a `--command-config` file (security settings only), through the same pipeline as
+    `kmirror run` (:func:`kmirror.config.load_client_config`, unsafe values allowed: nothing is mirrored
+    with them); `bootstrap` (from the command line) wins over the file's."""
+    fallback = {"bootstrap.servers": bootstrap} if bootstrap else None
+    settings = admin_settings(load_client_config(path, None, allow_unsafe=True, fallback=fallback).settings)
     if bootstrap:
         settings["bootstrap.servers"] = bootstrap
     return settings
