@@ -43,6 +43,7 @@ demo-local: install
 
 lint: install
 	$(BIN)/ruff check worker demo bench molecule tests roles terraform/bin
+	$(BIN)/mypy --config-file worker/pyproject.toml worker/src/kmirror
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \

@@ -130,7 +130,7 @@ def run(
             **({} if spark_start_s is None else {"spark_start": spark_start_s}),
             "compare": t2 - t1,
         },
-        spark={"version": spark.version, "master": spark.sparkContext.master},
+        spark={"version": str(spark.version), "master": str(spark.sparkContext.master)},
         max_listed=o.max_listed,
     )
     return report.build(ctx, phase1, differences)
@@ -147,7 +147,7 @@ def write(rep: Mapping[str, object], out: Path) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `audit` to kmirror's sub-commands."""
     p = subparsers.add_parser(
         "audit",

@@ -8,6 +8,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from kmirror.audit.diff import BucketDiff, Differences, Phase1
 from kmirror.audit.scope import SOURCE, TARGET, Span, iso
@@ -82,7 +83,7 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
                 f"{key[0]} bucket {iso(key[1])}: the content hashes differed but no record could be "
                 "named (records removed by retention while the audit read them)"
             )
-    buckets = sorted(per_bucket.values(), key=lambda b: (b["topic"], b["start_ms"]))  # type: ignore[arg-type, return-value]
+    buckets = sorted(per_bucket.values(), key=lambda b: (b["topic"], b["start_ms"]))
 
     topics: dict[str, dict[str, object]] = {}
     span_topics = sorted({s.topic for s in ctx.spans})
@@ -281,7 +282,8 @@ def _chart(topic: str, buckets: Sequence[Mapping[str, object]], bucket_ms: int) 
     return "".join(parts)
 
 
-def _records_table(title: str, records: Sequence[Mapping[str, object]], limit: int = 200) -> str:
+def _records_table(title: str, listed: object, limit: int = 200) -> str:
+    records = cast(Sequence[Mapping[str, object]], listed)
     if not records:
         return ""
     cols = ["topic", "partition", "offset", "timestamp", "key"]

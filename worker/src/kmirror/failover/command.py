@@ -157,7 +157,7 @@ def table(rows: list[Row]) -> str:
 # ---------------------------------------------------------------------------------------- command
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "failover",
         help="show or apply a consumer group's translated offsets on the target (disaster recovery)",

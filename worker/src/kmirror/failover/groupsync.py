@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
@@ -54,6 +54,9 @@ from kmirror.failover.offsetsync import (
     is_internal_group,
     plan_commits,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +189,7 @@ class GroupSync:
         )
 
 
-def metric_families(syncs: Iterable[GroupSync]) -> Iterator[object]:
+def metric_families(syncs: Iterable[GroupSync]) -> Iterator[Metric]:
     """Prometheus gauges of every group offset sync (registered with the run's metrics collector)."""
     from prometheus_client.core import GaugeMetricFamily
 

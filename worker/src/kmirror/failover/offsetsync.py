@@ -44,6 +44,7 @@ import bisect
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import cast
 
 SYNC_TOPIC = "__kmirror-offset-syncs"
 SYNC_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -229,10 +230,10 @@ class SyncData:
             return
         kind, _, item = parsed
         if kind == SYNC:
-            topic, partition, point = item  # type: ignore[misc]
+            topic, partition, point = cast(tuple[str, int, SyncPoint], item)
             self.store.add(topic, partition, point)
         else:
-            cp: Checkpoint = item  # type: ignore[assignment]
+            cp = cast(Checkpoint, item)
             # A checkpoint is a valid sync point too (its target is a translation of its source offset):
             # it keeps a lagging group translatable after compaction dropped older sync points.
             self.store.add(cp.topic, cp.partition, SyncPoint(cp.source, cp.target, cp.ms, cp.sync_source))

@@ -140,8 +140,8 @@ class SyncWriter:
                     else sync_slots(previous.get((topic, partition)), position)
                 )
                 for slot in slots:
-                    key, value = sync_record(self.mirror, topic, partition, slot, point)
-                    self.producer.produce(SYNC_TOPIC, value, key)
+                    record_key, record_value = sync_record(self.mirror, topic, partition, slot, point)
+                    self.producer.produce(SYNC_TOPIC, record_value, record_key)
                     self.written += 1
             # Acknowledged before the caller commits or produces: a sync point must exist before the
             # records it speaks of (a crash right after the commit keeps it).

@@ -176,7 +176,7 @@ def _print_evaluation(result: Mapping[str, object], rows: Sequence[lag.Partition
 # ---------------------------------------------------------------------------------------- commands
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `lag` to kmirror's sub-commands."""
     p = subparsers.add_parser(
         "lag",

@@ -20,11 +20,12 @@ from confluent_kafka import (
 from kmirror.config import client_conf
 from kmirror.errors import KmirrorError, SendFailure
 from kmirror.mirror.spec import Failure
+from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
 
 
-class SendFailures:
+class SendFailures(StreamState):
     """Mixin of :class:`kmirror.mirror.engine.Stream`: what happens when the target refuses a record."""
 
     def _produce_refused(self, m: Message, exc: KafkaException) -> None:

@@ -12,11 +12,12 @@ from confluent_kafka import (
 )
 
 from kmirror.health import rules as health
+from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
 
 
-class GroupMembership:
+class GroupMembership(StreamState):
     """Mixin of :class:`kmirror.mirror.engine.Stream`: the consumer group side."""
 
     # Rebalance callbacks. With cooperative-sticky (the default) they are incremental: on_assign gets the

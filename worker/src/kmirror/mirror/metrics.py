@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector as _Collector
 
 # Replication latency (now - record timestamp) buckets, in seconds.
@@ -81,12 +81,12 @@ class Collector(_Collector):
 
     def __init__(self) -> None:
         self.latest: dict[tuple[str, int], Snapshot] = {}
-        self.extra: list[Callable[[], Iterable[object]]] = []  # more metric families (e.g. group offset sync)
+        self.extra: list[Callable[[], Iterable[Metric]]] = []  # more metric families (e.g. group offset sync)
 
     def update(self, snap: Snapshot) -> None:
         self.latest[(snap.source, snap.stream)] = snap
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         labels = ["source", "stream"]
         counters = {
             "records_in": "Records read from the source cluster",

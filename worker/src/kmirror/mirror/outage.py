@@ -12,11 +12,12 @@ from confluent_kafka import (
 )
 
 from kmirror.mirror.spec import BLOCKED_AFTER_S, KEEPALIVE_INTERVAL_S, REPORT_INTERVAL_S
+from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
 
 
-class TargetWaits:
+class TargetWaits(StreamState):
     """Mixin of :class:`kmirror.mirror.engine.Stream`: every wait for the target goes through `_wait`."""
 
     def _produce_held(self) -> bool:

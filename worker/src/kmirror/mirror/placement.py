@@ -11,11 +11,12 @@ from confluent_kafka import (
 )
 
 from kmirror.mirror import topics
+from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
 
 
-class TopicPlacement:
+class TopicPlacement(StreamState):
     """Mixin of :class:`kmirror.mirror.engine.Stream`: where each source topic's records go."""
 
     # ------------------------------------------------------------------ topics

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.sharedctypes import Synchronized
@@ -221,7 +221,7 @@ class _OneAtATime:
     it exited."""
 
     def __init__(
-        self, specs: list[StreamSpec], procs: list[BaseProcess], counters: list[Synchronized[int]]
+        self, specs: list[StreamSpec], procs: Sequence[BaseProcess], counters: list[Synchronized[int]]
     ) -> None:
         self.specs, self.procs, self.counters = specs, procs, counters
         self.todo = list(range(len(procs)))

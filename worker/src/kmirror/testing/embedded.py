@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from kmirror.errors import KmirrorError
 
@@ -89,7 +90,7 @@ class Cluster:
             "--cluster-id",
             self.name,
         ]
-        out: int | object = subprocess.DEVNULL
+        out: int | IO[bytes] = subprocess.DEVNULL
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             self.log_path = log_dir / f"broker-{self.name}.log"
@@ -97,7 +98,7 @@ class Cluster:
         self.process = subprocess.Popen(
             cmd,
             stdout=out,
-            stderr=subprocess.STDOUT,  # type: ignore[arg-type]
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
