@@ -4,9 +4,9 @@ own, and every sub-command's; the commands themselves are in :mod:`kmirror.cli`.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
 
 from kmirror import __version__, audit
+from kmirror.commandline import add_command, top_parser
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
 from kmirror.mirror.plan import (
@@ -20,11 +20,6 @@ Takes kafka.tools.MirrorMaker's options and its consumer/producer properties fil
 keys are translated; see docs/config-translation.md). Offsets are committed only for records the target
 acknowledged; a record the target refuses stops the mirror (exit 3) without committing past it.
 SIGTERM/SIGINT: flush, commit, exit 0."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _bool(value: str) -> bool:
@@ -77,19 +72,10 @@ def _add_sources(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    top = _Parser(
-        prog="kmirror", description="kmirror: a drop-in MirrorMaker that loses nothing.", allow_abbrev=False
-    )
+    top, sub = top_parser("kmirror: a drop-in MirrorMaker that loses nothing.")
     top.add_argument("--version", action="version", version=f"kmirror {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser(
-        "run",
-        help="mirror topics (MirrorMaker's options)",
-        description=RUN_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
+    run = add_command(sub, "run", help="mirror topics (MirrorMaker's options)", description=RUN_DESCRIPTION)
     _add_sources(run, required=True)
     run.add_argument(
         "--num.streams",

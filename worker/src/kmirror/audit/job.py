@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING
 from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
+from kmirror.commandline import Parser, add_command, run_alone
 from kmirror.config.filters import TopicFilter
-from kmirror.errors import Command, KmirrorError, run_command
+from kmirror.errors import Command, KmirrorError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,14 +148,13 @@ def write(rep: Mapping[str, object], out: Path) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
     """Add `audit` to kmirror's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "audit",
         help="prove the target holds every source record exactly once (a Spark job)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     p.add_argument(
         "--source.config",
@@ -332,10 +332,7 @@ COMMANDS = {"audit": Command(cmd_audit, error_exit=report.EXIT_ERROR)}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m kmirror.audit ...` or spark-submit: the same as `kmirror audit ...`."""
-    top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
-    register(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(["audit", *(sys.argv[1:] if argv is None else argv)])
-    return run_command("audit", COMMANDS["audit"], args)
+    return run_alone("audit", register, COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kmirror.commandline import Parser, add_command
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover.clusters import (
@@ -157,13 +158,12 @@ def table(rows: list[Row]) -> str:
 # ---------------------------------------------------------------------------------------- command
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
+    p = add_command(
+        subparsers,
         "failover",
         help="show or apply a consumer group's translated offsets on the target (disaster recovery)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     p.add_argument(
         "--source.config",

@@ -29,11 +29,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-try:  # confluent-kafka >= 2.3; the GSSAPI build for Kerberos hosts (2.0.2) has no list_offsets
-    from confluent_kafka.admin import OffsetSpec
-except ImportError:  # pragma: no cover - depends on the installed client
-    OffsetSpec = None
-
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
 from kmirror.failover.clusters import (

@@ -18,11 +18,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-try:  # confluent-kafka >= 2.3; the GSSAPI build for Kerberos hosts (2.0.2) has no list_offsets
-    from confluent_kafka.admin import OffsetSpec
-except ImportError:  # pragma: no cover - depends on the installed client
-    OffsetSpec = None
-
 from kmirror.config import admin_settings
 from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet, true_ends
 from kmirror.failover.offsetsync import (

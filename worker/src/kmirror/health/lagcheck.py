@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kmirror.commandline import Parser, add_command, run_alone
 from kmirror.config import admin_settings, load_client_config
-from kmirror.errors import Command, KmirrorError, one_line, run_command
+from kmirror.errors import Command, KmirrorError, one_line
 from kmirror.health import lag
 from kmirror.health import rules as health
 
@@ -176,14 +177,13 @@ def _print_evaluation(result: Mapping[str, object], rows: Sequence[lag.Partition
 # ---------------------------------------------------------------------------------------- commands
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.ArgumentParser:
     """Add `lag` to kmirror's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "lag",
         help="consumer group lag (ConsumerOffsetChecker's table) and a Burrow-style health watch",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     p.add_argument(
         "--bootstrap-server",
@@ -335,10 +335,7 @@ COMMANDS = {"lag": Command(cmd_lag)}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m kmirror.health.lagcheck ...`: the same as `kmirror lag ...`."""
-    top = argparse.ArgumentParser(prog="kmirror", allow_abbrev=False)
-    register(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(["lag", *(sys.argv[1:] if argv is None else argv)])
-    return run_command("lag", COMMANDS["lag"], args)
+    return run_alone("lag", register, COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,51 @@
+"""What every ``kmirror`` sub-command's command line shares: the parser (its one error format), how a
+sub-command is added, and how `python -m kmirror.X` runs one sub-command alone."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
+
+from kmirror.errors import Command, run_command
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors: one line naming the problem and where help is, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+Register = Callable[["argparse._SubParsersAction[Parser]"], argparse.ArgumentParser]
+
+
+def top_parser(description: str | None = None) -> tuple[Parser, argparse._SubParsersAction[Parser]]:
+    """The `kmirror` parser and its sub-commands."""
+    top = Parser(prog="kmirror", description=description, allow_abbrev=False)
+    return top, top.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction[Parser], name: str, help: str, description: str | None
+) -> argparse.ArgumentParser:
+    """A sub-command whose --help shows its description as written (the module's docstring)."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def run_alone(
+    name: str, register: Register, commands: Mapping[str, Command], argv: Sequence[str] | None
+) -> int:
+    """`python -m kmirror.X ARGS`: the same as `kmirror NAME ARGS` (parser, errors, exit codes)."""
+    _, sub = top_parser()
+    register(sub)
+    args = sub._name_parser_map[name].parse_args(sys.argv[1:] if argv is None else argv)
+    args.command = name
+    return run_command(name, commands[name], args)
