@@ -40,6 +40,11 @@ def add_command(
     )
 
 
+def add_file_option(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A required properties-file option (``--source.config FILE``; dest ``source_config``)."""
+    p.add_argument(flag, dest=flag.lstrip("-").replace(".", "_"), required=True, metavar="FILE", help=help)
+
+
 def run_alone(
     name: str, register: Register, commands: Mapping[str, Command], argv: Sequence[str] | None
 ) -> int:

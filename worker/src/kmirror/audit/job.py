@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
-from kmirror.commandline import Parser, add_command, run_alone
+from kmirror.commandline import Parser, add_command, add_file_option, run_alone
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import Command, KmirrorError
 
@@ -156,19 +156,11 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         help="prove the target holds every source record exactly once (a Spark job)",
         description=__doc__,
     )
-    p.add_argument(
-        "--source.config",
-        dest="source_config",
-        required=True,
-        metavar="FILE",
-        help="properties of the source cluster (the mirror's consumer file works)",
+    add_file_option(
+        p, "--source.config", "properties of the source cluster (the mirror's consumer file works)"
     )
-    p.add_argument(
-        "--target.config",
-        dest="target_config",
-        required=True,
-        metavar="FILE",
-        help="properties of the target cluster (the mirror's producer file works)",
+    add_file_option(
+        p, "--target.config", "properties of the target cluster (the mirror's producer file works)"
     )
     p.add_argument(
         "--topics",

@@ -10,7 +10,6 @@ and turns each failure into one line naming the file, the key and the fix; ``kmi
 from __future__ import annotations
 
 import importlib.metadata
-import logging
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kmirror.config.capture import captured_log
 from kmirror.errors import ConfigError
 
 LOGIN_TIMEOUT_S = 20.0
@@ -32,29 +32,13 @@ _FEATURE_MECHANISMS = {
 _FEATURES = re.compile(r"builtin\.features ([a-z0-9_,]+)")
 
 
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def builtin_features() -> list[str]:
     """librdkafka's ``builtin.features``, read from the line it logs when a client starts (offline)."""
     from confluent_kafka import Producer
 
-    handler = _Collect()
-    logger = logging.getLogger(f"kmirror.features.{id(handler)}")
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    try:
+    with captured_log("features") as (logger, lines):
         Producer({"debug": "generic", "log.queue": False}, logger=logger).poll(0)
-    finally:
-        logger.removeHandler(handler)
-    for line in handler.lines:
+    for line in lines:
         m = _FEATURES.search(line)
         if m:
             return [f for f in m.group(1).split(",") if f]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 
 from kmirror.config import safety
+from kmirror.config.capture import captured_log
 from kmirror.config.client import ClientConfig, client_conf
 from kmirror.errors import ConfigError
 
@@ -26,15 +26,6 @@ def finish(cfg: ClientConfig, *, allow_unsafe: bool) -> ClientConfig:
         raise ConfigError(cfg.violations[0].render())
     cfg.settings = safety.apply(cfg.settings, cfg.role)
     return cfg
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 # librdkafka names a property by its canonical name in messages; operators wrote the alias.
@@ -83,12 +74,7 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
         # for real).
         conf["sasl.kerberos.min.time.before.relogin"] = 0
     unknown: list[str] = []
-    handler = _Collect()
-    logger = logging.getLogger(f"kmirror.validate.{id(handler)}")
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.DEBUG)
-    try:
+    with captured_log("validate") as (logger, lines):
         while True:
             try:
                 client = (
@@ -123,8 +109,6 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
             else:
                 client.poll(0)
             break
-    finally:
-        logger.removeHandler(handler)
     if unknown:
         raise ConfigError(
             "unknown key"
@@ -134,7 +118,7 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
             origin=cfg.origin,
             fix="fix the spelling or remove it; docs/config-translation.md lists the keys",
         )
-    for line in handler.lines:
+    for line in lines:
         m = _ROLE_WARNING.search(line)
         if m:
             key = _as_written(m.group(1), cfg.settings)

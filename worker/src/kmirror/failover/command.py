@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror.commandline import Parser, add_command
+from kmirror.commandline import Parser, add_command, add_file_option
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover.clusters import (
@@ -165,20 +165,12 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         help="show or apply a consumer group's translated offsets on the target (disaster recovery)",
         description=__doc__,
     )
-    p.add_argument(
+    add_file_option(
+        p,
         "--source.config",
-        dest="source_config",
-        required=True,
-        metavar="FILE",
-        help="the mirror's consumer properties (its group.id names the sync data; the source's brokers)",
+        "the mirror's consumer properties (its group.id names the sync data; the source's brokers)",
     )
-    p.add_argument(
-        "--target.config",
-        dest="target_config",
-        required=True,
-        metavar="FILE",
-        help="the mirror's producer properties",
-    )
+    add_file_option(p, "--target.config", "the mirror's producer properties")
     p.add_argument("--group", required=True, help="the application's consumer group")
     p.add_argument("--apply", action="store_true", help="commit the translated offsets on the target")
     p.add_argument("--json", action="store_true", help="machine-readable output")
