@@ -31,6 +31,7 @@ from sections import markers, write_section
 from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, QUIET, TOPIC, Committed, create_topic, fill
 
 from kmirror.testing.embedded import clusters
+from kmirror.testing.mirrors import mirror_files, run_command
 
 APP_GROUPS = 5
 SYNC_MS = 1000
@@ -53,29 +54,10 @@ def commit_app_groups(source: str, n: int) -> None:
 
 
 def command(workdir: Path, source: str, target: str, group: str, groups: bool) -> list[str]:
-    cfile = workdir / f"{group}-consumer.properties"
-    cfile.write_text(
-        f"bootstrap.servers={source}\ngroup.id={group}\n"
-        + "".join(f"{k}={v}\n" for k, v in GROUP_SETTINGS.items())
+    cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
+    cmd = run_command(
+        cfile, pfile, TOPIC, "--offset.commit.interval.ms", str(COMMIT_MS), "--stats.interval.ms", "600000"
     )
-    pfile = workdir / f"{group}-producer.properties"
-    pfile.write_text(f"bootstrap.servers={target}\n")
-    cmd = [
-        sys.executable,
-        "-m",
-        "kmirror",
-        "run",
-        "--consumer.config",
-        str(cfile),
-        "--producer.config",
-        str(pfile),
-        "--whitelist",
-        TOPIC,
-        "--offset.commit.interval.ms",
-        str(COMMIT_MS),
-        "--stats.interval.ms",
-        "600000",
-    ]
     if groups:
         cmd += ["--groups", ".*", "--sync.group.offsets.interval.ms", str(SYNC_MS)]
     return cmd

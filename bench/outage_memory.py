@@ -30,6 +30,7 @@ from sections import markers, write_section
 from throughput import PARTITIONS, TOPIC, fill
 
 from kmirror.testing.embedded import Cluster, clusters
+from kmirror.testing.mirrors import mirror_files, run_command
 
 RECORD_BYTES = 1000
 BLOCKED_FOR_S = 10.0  # how long a run stays blocked before it is measured and stopped
@@ -55,24 +56,12 @@ def rss_mb(pid: int, field: str) -> float:
 
 def one_run(source: Cluster, target: Cluster, queue: int, group: str, workdir: Path) -> Run:
     workdir.mkdir(parents=True, exist_ok=True)
-    consumer = workdir / f"{group}.consumer.properties"
-    consumer.write_text(
-        f"bootstrap.servers={source.bootstrap}\ngroup.id={group}\nsession.timeout.ms=6000\n"
-        "heartbeat.interval.ms=1000\n"
-    )
-    producer = workdir / "producer.properties"
-    producer.write_text(f"bootstrap.servers={target.bootstrap}\n")
+    settings = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    consumer, producer = mirror_files(workdir, group, source.bootstrap, target.bootstrap, settings)
     log_path = workdir / f"{group}.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "kmirror",
-        "run",
-        "--consumer.config",
-        str(consumer),
-        "--producer.config",
-        str(producer),
-        "--whitelist",
+    cmd = run_command(
+        consumer,
+        producer,
         TOPIC,
         "--num.streams",
         "1",
@@ -80,7 +69,7 @@ def one_run(source: Cluster, target: Cluster, queue: int, group: str, workdir: P
         str(queue),
         "--stats.interval.ms",
         "1000",
-    ]
+    )
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     paused = False

@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sections import markers, write_section
 
 from kmirror.testing.embedded import Cluster, clusters
+from kmirror.testing.mirrors import mirror_files, run_command
 
 TOPIC = "bench"
 PARTITIONS = 6
@@ -279,29 +280,11 @@ def run_size(size: int, n: int, workdir: Path, repeat: int) -> dict[str, Result]
                         f"{group}-0",
                     ]
                 else:
-                    cfile = workdir / f"{group}-0-consumer.properties"
-                    cfile.write_text(
-                        f"bootstrap.servers={source}\ngroup.id={group}-0\n"
-                        + "".join(f"{k}={v}\n" for k, v in GROUP_SETTINGS.items())
-                    )
-                    pfile = workdir / f"{group}-producer.properties"
-                    pfile.write_text(f"bootstrap.servers={target}\n")
-                    cmd = [
-                        py,
-                        "-m",
-                        "kmirror",
-                        "run",
-                        "--consumer.config",
-                        str(cfile),
-                        "--producer.config",
-                        str(pfile),
-                        "--whitelist",
-                        TOPIC,
-                        "--offset.commit.interval.ms",
-                        str(COMMIT_MS),
-                        "--stats.interval.ms",
-                        "600000",
-                    ]
+                    cfile, pfile = mirror_files(workdir, f"{group}-0", source, target, GROUP_SETTINGS)
+                    cmd = run_command(
+                        cfile, pfile, TOPIC, "--offset.commit.interval.ms", str(COMMIT_MS),
+                        "--stats.interval.ms", "600000", python=py,
+                    )  # fmt: skip
                 runs = []
                 for attempt in range(repeat):
                     runs.append(measure(cmd, source, f"{group}-{attempt}", n))
