@@ -37,15 +37,14 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-READY_S = 20.0
+from kmirror.testing.fronts import down, kill, save, start_broker, wait
+
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED = 33, 35, 58
 SASL_VERSIONS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
@@ -368,26 +367,6 @@ async def serve(keytab: str, routes: list[tuple[str, int, str, int]], max_sessio
 # --- up / down ------------------------------------------------------------------------------------------
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def answers(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-        return True
-    return False
-
-
-def wait(host: str, port: int, what: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + READY_S
-    while not answers(host, port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"gssapi_front: {what} did not start on {host}:{port}")
-        time.sleep(0.05)
-
-
 def up(
     state: Path,
     keytab: Path,
@@ -397,8 +376,6 @@ def up(
     max_session_s: float | None = None,
     krb5_config: str | None = None,
 ) -> dict[str, str]:
-    from kmirror.testing.embedded import broker_binary
-
     state.mkdir(parents=True, exist_ok=True)
     down(state)
     pids: list[int] = []
@@ -406,24 +383,8 @@ def up(
     routes: list[str] = []
     try:
         for name in names:
-            plain, front = free_port("127.0.0.1"), free_port(host)
-            p = subprocess.Popen(
-                [
-                    broker_binary(),
-                    "broker",
-                    "--listener-url",
-                    f"tcp://127.0.0.1:{plain}",
-                    "--advertised-listener-url",
-                    f"tcp://{host}:{front}",
-                    "--cluster-id",
-                    name,
-                ],
-                stdout=(state / f"broker-{name}.log").open("ab"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            p, plain, front = start_broker(state, name, host)
             pids.append(p.pid)
-            wait("127.0.0.1", plain, f"broker {name}", p)
             clusters[name] = f"{host}:{front}"
             routes += ["--route", f"{host}:{front}=127.0.0.1:{plain}"]
         argv = [sys.executable, os.path.abspath(__file__), "serve", "--keytab", str(keytab), *routes]
@@ -445,24 +406,8 @@ def up(
     except BaseException:
         kill(pids)
         raise
-    (state / "pids.json").write_text(json.dumps(pids))
-    (state / "clusters.json").write_text(json.dumps(clusters, indent=2))
+    save(state, pids, clusters)
     return clusters
-
-
-def kill(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
-
-
-def down(state: Path) -> None:
-    path = state / "pids.json"
-    if path.exists():
-        kill(json.loads(path.read_text()))
-        path.unlink()
-    (state / "clusters.json").unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,20 +15,14 @@ STATE/clusters.json ({name: "HOST:TLS_PORT"}, the only addresses clients can use
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from kmirror.testing.embedded import broker_binary, free_port
-
-READY_S = 20.0
+from kmirror.testing.fronts import down, kill, save, start_broker, wait
 
 
 def openssl(*args: str) -> None:
@@ -108,20 +102,6 @@ def make_certs(d: Path, host: str) -> None:
         p.chmod(0o600)
 
 
-def answers(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-        return True
-    return False
-
-
-def wait(host: str, port: int, what: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + READY_S
-    while not answers(host, port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"tls_clusters: {what} did not start on {host}:{port}")
-        time.sleep(0.05)
-
-
 def up(state: Path, certs: Path, host: str, names: list[str]) -> dict[str, str]:
     state.mkdir(parents=True, exist_ok=True)
     pids: list[int] = []
@@ -129,25 +109,8 @@ def up(state: Path, certs: Path, host: str, names: list[str]) -> dict[str, str]:
     stunnel = ["foreground = yes", "pid =", f"output = {state / 'stunnel.log'}", "debug = 5", ""]
     try:
         for name in names:
-            plain, tls = free_port("127.0.0.1"), free_port(host)
-            log = (state / f"broker-{name}.log").open("ab")
-            p = subprocess.Popen(
-                [
-                    broker_binary(),
-                    "broker",
-                    "--listener-url",
-                    f"tcp://127.0.0.1:{plain}",
-                    "--advertised-listener-url",
-                    f"tcp://{host}:{tls}",
-                    "--cluster-id",
-                    name,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            p, plain, tls = start_broker(state, name, host)
             pids.append(p.pid)
-            wait("127.0.0.1", plain, f"broker {name}", p)
             clusters[name] = f"{host}:{tls}"
             stunnel += [
                 f"[{name}]",
@@ -173,24 +136,8 @@ def up(state: Path, certs: Path, host: str, names: list[str]) -> dict[str, str]:
     except BaseException:
         kill(pids)
         raise
-    (state / "pids.json").write_text(json.dumps(pids))
-    (state / "clusters.json").write_text(json.dumps(clusters, indent=2))
+    save(state, pids, clusters)
     return clusters
-
-
-def kill(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
-
-
-def down(state: Path) -> None:
-    path = state / "pids.json"
-    if path.exists():
-        kill(json.loads(path.read_text()))
-        path.unlink()
-    (state / "clusters.json").unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
