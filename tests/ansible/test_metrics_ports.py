@@ -69,9 +69,9 @@ def test_the_port_is_on_the_instance_command_line(render):
     argv = exec_start(render, source(), kmirror_metrics_port=9571)
     assert argv[argv.index("--metrics.port") + 1] == "9571"
     # and the worker accepts the command line as rendered
-    from kmirror.cli import _parser
+    from kmirror.options import build_parser
 
-    assert _parser().parse_args(argv[1:]).metrics_port == 9571
+    assert build_parser().parse_args(argv[1:]).metrics_port == 9571
 
 
 @pytest.mark.parametrize("port", [None, ""])
