@@ -75,7 +75,7 @@ def proc_running(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def guests() -> Iterator[dict[str, dict[str, Any]]]:
+def guests(host_tests_lock: None) -> Iterator[dict[str, dict[str, Any]]]:
     assert os.geteuid() == 0, "these tests start real hosts and must run as root"
     timed("prereqs", "prereqs", timeout=900)
     timed("rootfs", "rootfs", timeout=1800)

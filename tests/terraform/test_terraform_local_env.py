@@ -176,7 +176,7 @@ class LocalEnv:
 
 
 @pytest.fixture(scope="module")
-def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEnv]:
+def local_env(tmp_path_factory: pytest.TempPathFactory, host_tests_lock: None) -> Iterator[LocalEnv]:
     assert os.geteuid() == 0, "this test starts real hosts and must run as root"
     work = tmp_path_factory.mktemp("envs-local")
     # The brokers listen where the guests reach the controller; the address stays (others may use it).
