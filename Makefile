@@ -40,7 +40,7 @@ demo-local: install ## the same mirror with kmirror run on this machine, no host
 	$(BIN)/python demo/local.py
 
 lint: install ## ruff on all Python; the generated docs are current
-	$(BIN)/ruff check worker demo bench molecule tests roles terraform/bin
+	$(BIN)/ruff check worker demo bench molecule tools tests roles terraform/bin
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \

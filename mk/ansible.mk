@@ -42,7 +42,7 @@ test-ansible: ansible-install ## fast tests of the deployment toolkit (tests/ans
 	$(BIN)/pytest -q -p no:cacheprovider --basetemp=/tmp/kmirror-ansible-pt tests/ansible
 
 molecule: ansible-install ## every molecule scenario on real systemd-nspawn guests, one after another (root)
-	python3 molecule/shared/hosts.py prereqs
+	python3 tools/hosts.py prereqs
 	@failed=""; \
 	for s in $(MOLECULE_SCENARIOS); do \
 		echo "=== molecule scenario $$s"; \

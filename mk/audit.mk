@@ -24,5 +24,5 @@ lint-audit: ansible-install ## ansible-lint --profile production on the audit ro
 	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline roles/kmirror_audit playbooks/audit.yml molecule/audit
 
 molecule-audit: ansible-install ## the audit role's molecule scenario on a real systemd-nspawn guest (root)
-	python3 molecule/shared/hosts.py prereqs
+	python3 tools/hosts.py prereqs
 	$(MOLECULE_ENV) $(BIN)/molecule test -s audit

@@ -1,9 +1,9 @@
-# Local environment: systemd-nspawn guests on this machine, made by molecule/shared/hosts.py through
+# Local environment: systemd-nspawn guests on this machine, made by tools/hosts.py through
 # terraform_data resources (built in: no provider to download), and the Ansible inventory for them.
 #   terraform apply  -> guests up, inventory written;  terraform destroy -> guests removed.
 
 locals {
-  hosts_py        = abspath(coalesce(var.hosts_py, "${path.module}/../../../molecule/shared/hosts.py"))
+  hosts_py        = abspath(coalesce(var.hosts_py, "${path.module}/../../../tools/hosts.py"))
   inventory_path  = abspath(coalesce(var.inventory_path, "${path.root}/inventory.yml"))
   known_hosts_dir = "${dirname(local.inventory_path)}/known_hosts.d"
   identity_file   = "${var.cache_dir}/id_ed25519"

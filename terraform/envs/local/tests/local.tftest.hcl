@@ -20,7 +20,7 @@ run "plans_guests_and_their_inventory" {
     error_message = "Guests take the indices from first_index (101) on."
   }
   assert {
-    condition     = terraform_data.guest["kml-w2"].input.state_dir == "/run/kmirror-hosts-tftest" && endswith(terraform_data.guest["kml-w2"].input.hosts_py, "/molecule/shared/hosts.py")
+    condition     = terraform_data.guest["kml-w2"].input.state_dir == "/run/kmirror-hosts-tftest" && endswith(terraform_data.guest["kml-w2"].input.hosts_py, "/tools/hosts.py")
     error_message = "The destroy-time provisioner finds hosts.py and the state dir in input."
   }
   assert {
