@@ -51,7 +51,7 @@ lint: install ## ruff on all Python; the generated docs are current
 # (tests/conftest.py), so they never run at the same time.
 PYTEST_PARALLEL := -n 2 --dist loadfile
 
-unit: install ## the worker's unit tests (no brokers, about a minute)
+unit: install ## the worker's unit tests (no brokers, ~20 s)
 	$(BIN)/pytest -q --timeout 60 worker/tests/unit
 
 integration: install ## the worker's integration tests against real embedded brokers
