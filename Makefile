@@ -10,12 +10,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help install demo demo-local test unit integration lint docs bench clean
 
-help:
-	@echo "make demo   - deploy onto local hosts (Terraform + Ansible), mirror two embedded sources, show it caught up"
-	@echo "make demo-local - the same mirror with kmirror run on this machine, no hosts"
-	@echo "make test   - linters, unit and integration tests against real embedded brokers"
-	@echo "make bench  - throughput benchmark, written to docs/benchmarks.md"
-	@echo "make docs   - regenerate the generated docs (config key table)"
+# Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
+help: ## this list: every target with one line
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-zA-Z0-9_.-]*:[^=]*## / { printf "  make %-22s %s\n", $$1, $$2 }' \
+		$(MAKEFILE_LIST)
 
 $(STAMP): worker/pyproject.toml requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +21,7 @@ $(STAMP): worker/pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -e 'worker[embedded,audit]' -r requirements-dev.txt
 	touch $@
 
-install: $(STAMP)
+install: $(STAMP) ## the project venv (.venv): the worker with its embedded and audit extras, test tools
 
 # Molecule scenarios run by make test (mk/ansible.mk runs them one after another; the audit role's is
 # molecule/audit).
@@ -34,41 +32,45 @@ include mk/ansible.mk mk/terraform.mk
 -include mk/audit.mk
 
 # The main job: embedded clusters, hosts from terraform/envs/local, ansible-playbook playbooks/site.yml.
-demo: install $(ANSIBLE_STAMP) $(TERRAFORM_STAMP)
+demo: install $(ANSIBLE_STAMP) $(TERRAFORM_STAMP) ## deploy onto local hosts (Terraform + Ansible), mirror two embedded sources, show it caught up
 	$(BIN)/python demo/deploy.py
 
 # The same mirror without hosts, Terraform or Ansible: kmirror run on this machine (no root needed).
-demo-local: install
+demo-local: install ## the same mirror with kmirror run on this machine, no hosts
 	$(BIN)/python demo/local.py
 
-lint: install
-	$(BIN)/ruff check worker demo bench molecule tests roles terraform/bin
+lint: install ## ruff on all Python, mypy on the worker package; the generated docs are current
+	$(BIN)/ruff check worker demo bench molecule tools tests roles terraform/bin
 	$(BIN)/mypy --config-file worker/pyproject.toml worker/src/kmirror
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \
 		|| { echo "docs/safe-defaults.md is stale: run make docs"; exit 1; }
 
-unit: install
+# Two pytest-xdist workers, one test file each at a time: the long restart loops and the target outage mostly
+# wait, so they overlap. The test files that boot hosts hold a lock for their guests' lifetime
+# (tests/conftest.py), so they never run at the same time.
+PYTEST_PARALLEL := -n 2 --dist loadfile
+
+unit: install ## the worker's unit tests (no brokers, ~20 s)
 	$(BIN)/pytest -q --timeout 60 worker/tests/unit
 
-integration: install
-	$(BIN)/pytest -q --timeout 900 worker/tests/integration
+integration: install ## the worker's integration tests against real embedded brokers
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 900 worker/tests/integration
 
-# Everything CI runs (.ci/run). Each test tree has its own conftest.py, imported by name: one pytest run each. Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
+# Everything CI runs (.ci/run). One pytest run collects every test tree (pytest.ini: worker/tests, tests/ansible,
+# tests/hosts, tests/terraform). Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
 # systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
-test: install ansible-install terraform-install lint lint-ansible
-	$(BIN)/pytest -q -n 2 --dist loadfile --timeout 1800 worker/tests tests/hosts
-	$(BIN)/pytest -q --timeout 900 tests/ansible
-	$(BIN)/pytest -q --timeout 900 tests/terraform
+test: install ansible-install terraform-install lint lint-ansible ## linters, every pytest tree in one run (embedded brokers, real hosts), then every molecule scenario
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800
 	$(MAKE) molecule
 
-docs: install
+docs: install ## regenerate the generated docs (config key table, safe defaults)
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md
 	$(BIN)/python -m kmirror defaults --markdown > docs/safe-defaults.md
 
-bench: install
+bench: install ## throughput benchmark, written to docs/benchmarks.md
 	$(BIN)/python bench/throughput.py --write docs/benchmarks.md
 
-clean:
+clean: ## remove the project venv and pytest's cache
 	rm -rf $(VENV) .pytest_cache

@@ -34,7 +34,7 @@ from kmirror.health import lag
 from kmirror.testing.embedded import clusters
 
 REPO = Path(__file__).resolve().parents[1]
-HOSTS_PY = REPO / "molecule" / "shared" / "hosts.py"
+HOSTS_PY = REPO / "tools" / "hosts.py"
 TF_ENV = REPO / "terraform" / "envs" / "local"
 BIN = Path(sys.executable).parent
 CONTROLLER = "10.213.0.1"  # hosts.py: the controller's address as every guest sees it

@@ -33,16 +33,16 @@ $(PROMTOOL):
 		dpkg-deb -x prometheus_*.deb x && install -m 0755 x/usr/bin/promtool $(abspath $@); fi
 	$@ --version | head -1
 
-ansible-install: $(ANSIBLE_STAMP) $(PROMTOOL)
+ansible-install: $(ANSIBLE_STAMP) $(PROMTOOL) ## ansible-core, ansible-lint, molecule, testinfra into the venv; promtool
 
-lint-ansible: ansible-install
+lint-ansible: ansible-install ## ansible-lint --profile production on roles, playbooks and molecule scenarios
 	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline $(ANSIBLE_LINT_PATHS)
 
-test-ansible: ansible-install
+test-ansible: ansible-install ## fast tests of the deployment toolkit (tests/ansible, no hosts)
 	$(BIN)/pytest -q -p no:cacheprovider --basetemp=/tmp/kmirror-ansible-pt tests/ansible
 
-molecule: ansible-install
-	python3 molecule/shared/hosts.py prereqs
+molecule: ansible-install ## every molecule scenario on real systemd-nspawn guests, one after another (root)
+	python3 tools/hosts.py prereqs
 	@failed=""; \
 	for s in $(MOLECULE_SCENARIOS); do \
 		echo "=== molecule scenario $$s"; \

@@ -12,18 +12,17 @@
 
 .PHONY: test-health bench-audit lint-audit molecule-audit
 
-test-health: install
+test-health: install ## lag and audit rules, then lag and the Spark audit against embedded brokers
 	$(BIN)/pytest -q --timeout 900 worker/tests/unit/test_health.py worker/tests/unit/test_audit_logic.py \
 		worker/tests/integration/test_lag.py worker/tests/integration/test_audit.py \
 		worker/tests/integration/test_audit_cluster.py
 
-bench-audit: install
+bench-audit: install ## audit command vs the raw two-process read -> docs/benchmarks.md (bench lock)
 	flock /tmp/kmirror-bench.lock $(BIN)/python bench/audit.py --write docs/benchmarks.md
 
-lint-audit: install
-	$(BIN)/ansible-lint --profile production --offline roles/kmirror_audit playbooks/audit.yml molecule/audit
+lint-audit: ansible-install ## ansible-lint --profile production on the audit role, playbook and scenario
+	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline roles/kmirror_audit playbooks/audit.yml molecule/audit
 
-molecule-audit: install
-	python3 molecule/shared/hosts.py prereqs
-	PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 \
-		$(BIN)/molecule test -s audit
+molecule-audit: ansible-install ## the audit role's molecule scenario on a real systemd-nspawn guest (root)
+	python3 tools/hosts.py prereqs
+	$(MOLECULE_ENV) $(BIN)/molecule test -s audit

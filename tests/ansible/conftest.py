@@ -6,26 +6,11 @@ then parsed by the worker's own parsers and checked by its config pipeline.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import jinja2
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "templates"
-ROLES = ROOT / "roles"
-
-
-def load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from ansible_harness import ROLES, TEMPLATES, load_module
 
 
 @pytest.fixture(scope="session")

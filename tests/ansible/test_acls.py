@@ -11,7 +11,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROLES, load_module
+from ansible_harness import ROLES, load_module
 
 from kmirror.failover import offsetsync
 

@@ -11,7 +11,7 @@ import copy
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from conftest import ROLES, ROOT
+from ansible_harness import ROLES, ROOT
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from conftest import ROLES, ROOT, load_module
+from ansible_harness import ROLES, ROOT, load_module
 from test_templates import exec_start, source
 
 ports = load_module(

@@ -9,9 +9,9 @@ so kmirror_acl is run in check mode only: it reads the principal's bindings and 
 from __future__ import annotations
 
 import pytest
+from ansible_harness import ROLES, load_module
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from conftest import ROLES, load_module
 from test_acls import acl_module, run_module
 
 from kmirror.testing.embedded import clusters

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT
+from ansible_harness import ROOT
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from conftest import ROLES
+from ansible_harness import ROLES
 
 
 def evaluate(role: str, kind: str, name: str, **variables: object) -> object:

@@ -1,4 +1,4 @@
-"""Real-host test of molecule/shared/hosts.py: two systemd-nspawn guests, no mocks, no skips.
+"""Real-host test of tools/hosts.py: two systemd-nspawn guests, no mocks, no skips.
 
 Needs root on a Debian 12 controller with network access to the Debian mirror (the first run
 builds the cached rootfs, ~60 s).  Run:  pytest -s tests/hosts   (-s shows the timings).
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-HOSTS_PY = Path(__file__).resolve().parents[2] / "molecule" / "shared" / "hosts.py"
+HOSTS_PY = Path(__file__).resolve().parents[2] / "tools" / "hosts.py"
 # A state dir of its own keeps 'list' exact even when other hosts run on this controller.
 STATE_DIR = "/run/kmirror-hosts-pytest"
 GUESTS = {"kmh-test-a": 201, "kmh-test-b": 202}  # indices chosen not to clash with scenarios
@@ -75,7 +75,7 @@ def proc_running(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def guests() -> Iterator[dict[str, dict[str, Any]]]:
+def guests(host_tests_lock: None) -> Iterator[dict[str, dict[str, Any]]]:
     assert os.geteuid() == 0, "these tests start real hosts and must run as root"
     timed("prereqs", "prereqs", timeout=900)
     timed("rootfs", "rootfs", timeout=1800)

@@ -1,7 +1,7 @@
 """envs/local end to end, on real hosts and real brokers, no mocks:
 
   embedded source and target clusters on 10.213.0.1  ->  terraform apply (systemd-nspawn guests through
-  molecule/shared/hosts.py, inventory written)  ->  ansible-playbook -i <generated inventory>
+  tools/hosts.py, inventory written)  ->  ansible-playbook -i <generated inventory>
   playbooks/site.yml  ->  records produced on the sources arrive on the target  ->  terraform destroy
   (guests, pinned host keys and inventory gone).
 
@@ -30,7 +30,7 @@ from tfcli import ROOT, TERRAFORM_DIR, ok, terraform
 from kmirror.testing import embedded
 
 ENV_DIR = TERRAFORM_DIR / "envs" / "local"
-HOSTS_PY = ROOT / "molecule" / "shared" / "hosts.py"
+HOSTS_PY = ROOT / "tools" / "hosts.py"
 CONTROLLER = "10.213.0.1"
 # Guests of this test: indices 111-112 of envs/local's range 101-119 (the demo uses the defaults, 101-...),
 # in a hosts.py state dir of their own.
@@ -176,7 +176,7 @@ class LocalEnv:
 
 
 @pytest.fixture(scope="module")
-def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEnv]:
+def local_env(tmp_path_factory: pytest.TempPathFactory, host_tests_lock: None) -> Iterator[LocalEnv]:
     assert os.geteuid() == 0, "this test starts real hosts and must run as root"
     work = tmp_path_factory.mktemp("envs-local")
     # The brokers listen where the guests reach the controller; the address stays (others may use it).

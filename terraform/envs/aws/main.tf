@@ -44,19 +44,16 @@ module "inventory" {
   ]
 }
 
-# The inventory file (built-in terraform_data, so no extra provider is needed for it).
-resource "terraform_data" "inventory_file" {
-  input            = { path = local.inventory_path }
-  triggers_replace = { path = local.inventory_path, content = sha256(module.inventory.inventory_yaml) }
+# The inventory file (modules/inventory-file: built-in terraform_data, no provider needed).
+module "inventory_file" {
+  source = "../../modules/inventory-file"
 
-  provisioner "local-exec" {
-    command     = "mkdir -p \"$(dirname \"$INVENTORY_PATH\")\" && printf '%s' \"$INVENTORY\" > \"$INVENTORY_PATH.tmp\" && mv \"$INVENTORY_PATH.tmp\" \"$INVENTORY_PATH\""
-    environment = { INVENTORY = module.inventory.inventory_yaml, INVENTORY_PATH = local.inventory_path }
-  }
+  path    = local.inventory_path
+  content = module.inventory.inventory_yaml
+}
 
-  provisioner "local-exec" {
-    when        = destroy
-    command     = "rm -f \"$INVENTORY_PATH\""
-    environment = { INVENTORY_PATH = self.input.path }
-  }
+# The file's resource moved into modules/inventory-file: existing states keep it instead of rewriting it.
+moved {
+  from = terraform_data.inventory_file
+  to   = module.inventory_file.terraform_data.this
 }

@@ -1,9 +1,9 @@
-# Local environment: systemd-nspawn guests on this machine, made by molecule/shared/hosts.py through
+# Local environment: systemd-nspawn guests on this machine, made by tools/hosts.py through
 # terraform_data resources (built in: no provider to download), and the Ansible inventory for them.
 #   terraform apply  -> guests up, inventory written;  terraform destroy -> guests removed.
 
 locals {
-  hosts_py        = abspath(coalesce(var.hosts_py, "${path.module}/../../../molecule/shared/hosts.py"))
+  hosts_py        = abspath(coalesce(var.hosts_py, "${path.module}/../../../tools/hosts.py"))
   inventory_path  = abspath(coalesce(var.inventory_path, "${path.root}/inventory.yml"))
   known_hosts_dir = "${dirname(local.inventory_path)}/known_hosts.d"
   identity_file   = "${var.cache_dir}/id_ed25519"
@@ -138,20 +138,19 @@ module "inventory" {
   ]
 }
 
-# The inventory file, written once the guests are up (terraform_data: no local_file provider offline).
-resource "terraform_data" "inventory_file" {
-  input            = { path = local.inventory_path }
-  triggers_replace = { path = local.inventory_path, content = sha256(module.inventory.inventory_yaml) }
-  depends_on       = [terraform_data.guest]
+# The inventory file (modules/inventory-file: built-in terraform_data, no provider needed).
+module "inventory_file" {
+  source = "../../modules/inventory-file"
 
-  provisioner "local-exec" {
-    command     = "mkdir -p \"$(dirname \"$INVENTORY_PATH\")\" && printf '%s' \"$INVENTORY\" > \"$INVENTORY_PATH.tmp\" && mv \"$INVENTORY_PATH.tmp\" \"$INVENTORY_PATH\""
-    environment = { INVENTORY = module.inventory.inventory_yaml, INVENTORY_PATH = local.inventory_path }
-  }
+  path    = local.inventory_path
+  content = module.inventory.inventory_yaml
 
-  provisioner "local-exec" {
-    when        = destroy
-    command     = "rm -f \"$INVENTORY_PATH\""
-    environment = { INVENTORY_PATH = self.input.path }
-  }
+  # Written once the guests are up.
+  depends_on = [terraform_data.guest]
+}
+
+# The file's resource moved into modules/inventory-file: existing states keep it instead of rewriting it.
+moved {
+  from = terraform_data.inventory_file
+  to   = module.inventory_file.terraform_data.this
 }

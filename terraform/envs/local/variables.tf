@@ -91,7 +91,7 @@ variable "name_prefix" {
 }
 
 variable "hosts_py" {
-  description = "The project's host tool (molecule/shared/hosts.py); null: the one in this repository."
+  description = "The project's host tool (tools/hosts.py); null: the one in this repository."
   type        = string
   default     = null
 }

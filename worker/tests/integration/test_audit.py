@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import (
+from mirror_harness import (
     Rec,
     Worker,
     committed,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import consumer_file, producer_file
+from mirror_harness import consumer_file, producer_file
 from test_audit import BASE_TS, audit_cli, located, plant
 
 from kmirror.audit import job

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from conftest import (
+from mirror_harness import (
     KMIRROR,
     TEST_CONSUMER_EXTRA,
     LiveTraffic,

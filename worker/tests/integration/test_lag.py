@@ -10,7 +10,7 @@ import time
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
-from conftest import create_topic, make_records, produce, write
+from mirror_harness import create_topic, make_records, produce, write
 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health

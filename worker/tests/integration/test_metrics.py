@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from conftest import (
+from mirror_harness import (
     Worker,
     consumer_file,
     create_topic,

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from confluent_kafka.admin import AdminClient, ConfigResource
-from conftest import (
+from mirror_harness import (
     KMIRROR,
     LiveTraffic,
     Rec,

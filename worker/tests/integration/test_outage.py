@@ -12,7 +12,7 @@ import signal
 import time
 import urllib.request
 
-from conftest import (
+from mirror_harness import (
     LiveTraffic,
     Rec,
     Worker,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import (
+from mirror_harness import (
     KMIRROR,
     LiveTraffic,
     Worker,
@@ -43,7 +43,7 @@ from conftest import (
 from kmirror.testing.embedded import Cluster, clusters, free_port
 
 RUNS = int(os.environ.get("KMIRROR_RESTART_RUNS", "10"))
-SESSION_S = 6.0  # session.timeout.ms of the test consumer files (conftest.TEST_CONSUMER_EXTRA)
+SESSION_S = 6.0  # session.timeout.ms of the test consumer files (mirror_harness.TEST_CONSUMER_EXTRA)
 # Seconds from the (re)start, kill or stop until records flow again on every partition. The test broker
 # holds every JoinGroup for at least session.timeout.ms/2, so one rebalance costs >= 3 s here.
 # Clean restart: the old members left, the new ones join (one rebalance, plus the process start).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from conftest import (
+from mirror_harness import (
     Rec,
     Worker,
     assert_mirrored,

@@ -20,7 +20,7 @@ run "plans_guests_and_their_inventory" {
     error_message = "Guests take the indices from first_index (101) on."
   }
   assert {
-    condition     = terraform_data.guest["kml-w2"].input.state_dir == "/run/kmirror-hosts-tftest" && endswith(terraform_data.guest["kml-w2"].input.hosts_py, "/molecule/shared/hosts.py")
+    condition     = terraform_data.guest["kml-w2"].input.state_dir == "/run/kmirror-hosts-tftest" && endswith(terraform_data.guest["kml-w2"].input.hosts_py, "/tools/hosts.py")
     error_message = "The destroy-time provisioner finds hosts.py and the state dir in input."
   }
   assert {
@@ -51,7 +51,7 @@ run "plans_guests_and_their_inventory" {
     error_message = "The guests' /proc/sys is read-only: kmirror_sysctl_apply_live is false."
   }
   assert {
-    condition     = output.inventory_path == "/tmp/kmirror-tftest/inventory.yml" && terraform_data.inventory_file.input.path == output.inventory_path
+    condition     = output.inventory_path == "/tmp/kmirror-tftest/inventory.yml" && module.inventory_file.path == output.inventory_path
     error_message = "The inventory is written to inventory_path."
   }
 }
