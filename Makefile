@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo demo-local test unit integration lint docs bench clean
+.PHONY: help install demo demo-local test unit integration lint docs bench clean cluster-definition
 
 help:
 	@echo "make demo   - deploy onto local hosts (Terraform + Ansible), mirror two embedded sources, show it caught up"
@@ -47,6 +47,7 @@ lint: install
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \
 		|| { echo "docs/safe-defaults.md is stale: run make docs"; exit 1; }
+	$(BIN)/python roles/kmirror_config/files/cluster_definition.py --check
 
 unit: install
 	$(BIN)/pytest -q --timeout 60 worker/tests/unit
@@ -61,6 +62,11 @@ test: install ansible-install terraform-install lint lint-ansible
 	$(BIN)/pytest -q --timeout 900 tests/ansible
 	$(BIN)/pytest -q --timeout 900 tests/terraform
 	$(MAKE) molecule
+
+# The cluster options of roles/kmirror_config/meta/argument_specs.yml and terraform/modules/inventory/
+# cluster_definition.tf, from roles/kmirror_config/files/cluster_definition.yml (checked by make lint).
+cluster-definition: install
+	$(BIN)/python roles/kmirror_config/files/cluster_definition.py
 
 docs: install
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md

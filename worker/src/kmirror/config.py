@@ -21,8 +21,8 @@ from kmirror.errors import ConfigError
 from kmirror.jaas import LoginModule, load_jaas_file, parse_jaas_config_value
 from kmirror.properties import load_properties
 from kmirror.safety import Role, Violation
+from kmirror.secrets import SECRET_MARKERS, is_secret  # noqa: F401 (the one secret rule, re-exported)
 
-SECRET_MARKERS = ("password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config")
 MASK = "********"
 
 
@@ -33,11 +33,6 @@ _PYTHON_BOOL_KEYS = frozenset({"delivery.report.only.error"})
 def client_conf(settings: Mapping[str, str]) -> dict[str, object]:
     """Settings as confluent-kafka's constructors take them."""
     return {k: (v.strip().lower() == "true" if k in _PYTHON_BOOL_KEYS else v) for k, v in settings.items()}
-
-
-def is_secret(key: str) -> bool:
-    k = key.lower()
-    return any(m in k for m in SECRET_MARKERS)
 
 
 def masked(settings: Mapping[str, str]) -> dict[str, str]:
