@@ -3,11 +3,15 @@
     python roles/kmirror_config/files/cluster_definition.py           # rewrite the generated parts
     python roles/kmirror_config/files/cluster_definition.py --check   # exit 1 when one is stale (make lint)
 
-Writes the cluster options of roles/kmirror_config/meta/argument_specs.yml between its
-``# BEGIN generated: <side> cluster keys`` and ``# END generated: <side> cluster keys`` lines, and
-terraform/modules/inventory/cluster_definition.tf (the choices Terraform validates, and the secret-key
-regex of :mod:`kmirror.secrets`). The filter plugin reads the description itself at run time.
-Importable: :func:`argument_spec_options`, :func:`terraform_locals`, :func:`generated`.
+Writes, between ``# BEGIN generated: <region>`` and ``# END generated: <region>`` lines:
+  - roles/kmirror_config/meta/argument_specs.yml: the cluster options (regions ``target cluster keys``,
+    ``source cluster keys``);
+  - terraform/modules/inventory/variables.tf: the validations of var.target_cluster and of every item of
+    var.source_clusters (regions ``target_cluster checks``, ``source_clusters checks``), from one list;
+and the whole terraform/modules/inventory/cluster_definition.tf (the choices Terraform validates, and the
+secret-key regex of :mod:`kmirror.secrets`). The filter plugin reads the description itself at run time.
+Importable: :func:`argument_spec_options`, :func:`terraform_validations`, :func:`terraform_locals`,
+:func:`generated`.
 """
 
 from __future__ import annotations
@@ -26,10 +30,14 @@ ROOT = Path(__file__).resolve().parents[3]
 DEFINITION = Path(__file__).with_suffix(".yml")
 ARGUMENT_SPECS = ROOT / "roles/kmirror_config/meta/argument_specs.yml"
 TERRAFORM_FILE = ROOT / "terraform/modules/inventory/cluster_definition.tf"
+TERRAFORM_VARIABLES = ROOT / "terraform/modules/inventory/variables.tf"
+# Terraform variable -> the collection its validations loop over as `c`.
+TERRAFORM_CLUSTERS = {"target_cluster": "[var.target_cluster]", "source_clusters": "var.source_clusters"}
+TERRAFORM_PROPERTIES = {"target_cluster": "producer_properties", "source_clusters": "consumer_properties"}
 SIDES = ("target", "source")
 # Fields of the description that are not Ansible argument spec fields.
 OWN_FIELDS = ("key", "sides", "per_side", "pattern")
-MARKER_RE = re.compile(r"^(?P<indent> *)# BEGIN generated: (?P<side>\w+) cluster keys\b.*$")
+MARKER_RE = re.compile(r"^(?P<indent> *)# BEGIN generated: (?P<region>\w+ (cluster keys|checks))\b.*$")
 COMMAND = "make cluster-definition"
 
 
@@ -77,8 +85,17 @@ def options_yaml(definition: dict, side: str, indent: int) -> str:
     return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(keepends=True))
 
 
-def argument_specs_text(definition: dict, current: str) -> str:
-    """``current`` with every generated region replaced."""
+def region_text(definition: dict, region: str, indent: int) -> str:
+    side, _, what = region.partition(" ")
+    if what == "cluster keys" and side in SIDES:
+        return options_yaml(definition, side, indent)
+    if what == "checks" and side in TERRAFORM_CLUSTERS:
+        return terraform_validations(definition, side, indent)
+    raise ValueError(f"unknown generated region {region!r}")
+
+
+def with_regions(definition: dict, path: Path, current: str) -> str:
+    """``current`` (the text of ``path``) with every generated region replaced."""
     out: list[str] = []
     lines = current.splitlines(keepends=True)
     i = 0
@@ -89,15 +106,29 @@ def argument_specs_text(definition: dict, current: str) -> str:
         m = MARKER_RE.match(line.rstrip("\n"))
         if not m:
             continue
-        side = m["side"]
-        if side not in SIDES:
-            raise SystemExit(f"{ARGUMENT_SPECS}: unknown side {side!r} in a BEGIN generated line")
-        end = f"# END generated: {side} cluster keys"
+        end = f"# END generated: {m['region']}"
         while i < len(lines) and lines[i].strip() != end:
             i += 1
         if i == len(lines):
-            raise SystemExit(f"{ARGUMENT_SPECS}: no '{end}' line after the BEGIN line; restore it")
-        out.append(options_yaml(definition, side, len(m["indent"])))
+            raise SystemExit(f"{path}: no '{end}' line after its BEGIN line; restore it")
+        out.append(region_text(definition, m["region"], len(m["indent"])))
+    return "".join(out)
+
+
+def terraform_validations(definition: dict, variable: str, indent: int = 2) -> str:
+    """One validation block per terraform_checks item, over every cluster of ``variable``."""
+    pad = " " * indent
+    clusters = TERRAFORM_CLUSTERS[variable]
+    out = []
+    for check in definition["terraform_checks"]:
+        message = check["message"].replace("{properties}", TERRAFORM_PROPERTIES[variable])
+        message = variable + (message if message.startswith(".") else ": " + message)
+        out.append(
+            f"{pad}validation {{\n"
+            f"{pad}  condition     = alltrue([for c in {clusters} : ({check['condition']})])\n"
+            f"{pad}  error_message = {_hcl(message)}\n"
+            f"{pad}}}\n"
+        )
     return "".join(out)
 
 
@@ -136,10 +167,9 @@ def terraform_locals(definition: dict) -> str:
 def generated(definition: dict | None = None) -> dict[Path, str]:
     """Every generated file and its expected content."""
     d = definition or load()
-    return {
-        ARGUMENT_SPECS: argument_specs_text(d, ARGUMENT_SPECS.read_text(encoding="utf-8")),
-        TERRAFORM_FILE: terraform_locals(d),
-    }
+    out = {f: with_regions(d, f, f.read_text("utf-8")) for f in (ARGUMENT_SPECS, TERRAFORM_VARIABLES)}
+    out[TERRAFORM_FILE] = terraform_locals(d)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
