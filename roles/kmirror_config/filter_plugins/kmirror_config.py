@@ -131,7 +131,7 @@ def check_cluster(cluster: dict, where: str, *, source: bool) -> None:
             "key": key,
             "value": value,
             "shown": value or "is missing",
-            "choices": ", ".join(key_spec(key, side).get("choices", ())) if key else "",
+            "choices": ", ".join(key_spec(key, side).get("choices", ())) if key and "." not in key else "",
             **{
                 e["key"]: _normalized(cluster, e["key"], side)
                 for e in definition()["keys"]
