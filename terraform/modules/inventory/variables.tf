@@ -131,7 +131,7 @@ variable "target_cluster" {
     error_message = "target_cluster: names must be DNS labels (1-63 characters of a-z, 0-9 and '-'): each names a systemd instance and a directory."
   }
   validation {
-    condition     = alltrue([for c in [var.target_cluster] : (can(regex("^\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}(\\s*,\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5})*\\s*$", c.bootstrap_servers)))])
+    condition     = alltrue([for c in [var.target_cluster] : (can(regex(local.cluster_bootstrap_servers_re, c.bootstrap_servers)))])
     error_message = "target_cluster: bootstrap_servers must be a comma-separated list of host:port."
   }
   validation {
@@ -167,7 +167,7 @@ variable "target_cluster" {
     error_message = "target_cluster: sasl_password_var, tls.key_password_var and acl_admin_properties_var must be Ansible variable names."
   }
   validation {
-    condition     = alltrue([for c in [var.target_cluster] : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex("^\\{\\{\\s*[A-Za-z_][A-Za-z0-9_]*\\s*\\}\\}$", v))]))])
+    condition     = alltrue([for c in [var.target_cluster] : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex(local.vault_ref_re, v))]))])
     error_message = "target_cluster.producer_properties: a secret (password, secret, ssl.key.pem, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\"."
   }
   validation {
@@ -261,7 +261,7 @@ variable "source_clusters" {
     error_message = "source_clusters: names must be DNS labels (1-63 characters of a-z, 0-9 and '-'): each names a systemd instance and a directory."
   }
   validation {
-    condition     = alltrue([for c in var.source_clusters : (can(regex("^\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}(\\s*,\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5})*\\s*$", c.bootstrap_servers)))])
+    condition     = alltrue([for c in var.source_clusters : (can(regex(local.cluster_bootstrap_servers_re, c.bootstrap_servers)))])
     error_message = "source_clusters: bootstrap_servers must be a comma-separated list of host:port."
   }
   validation {
@@ -297,7 +297,7 @@ variable "source_clusters" {
     error_message = "source_clusters: sasl_password_var, tls.key_password_var and acl_admin_properties_var must be Ansible variable names."
   }
   validation {
-    condition     = alltrue([for c in var.source_clusters : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex("^\\{\\{\\s*[A-Za-z_][A-Za-z0-9_]*\\s*\\}\\}$", v))]))])
+    condition     = alltrue([for c in var.source_clusters : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex(local.vault_ref_re, v))]))])
     error_message = "source_clusters.consumer_properties: a secret (password, secret, ssl.key.pem, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\"."
   }
   validation {
