@@ -4,6 +4,10 @@ Every instance (``kmirror@<source>.service``) has two client sides, each in its 
 ``<conf_dir>/<source>/``: the *consumer* reading the source cluster and the *producer* writing the target.
 :func:`kmirror_client_sides` turns the inventory's cluster definitions into one plain item per side,
 with the paths of that side's files and **without any secret**, so loops over them can be shown in logs.
+
+The checks of a cluster definition are not written here: :func:`check_cluster` runs the ``checks`` of
+``files/cluster_definition.yml``, the one description the argument spec is generated from. Which property
+keys are secrets is ``kmirror.secrets`` (the worker package, installed on the controller).
 """
 
 from __future__ import annotations
