@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo demo-local test unit integration lint docs bench clean
+.PHONY: help install demo demo-local test unit integration lint docs bench clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
 help: ## this list: every target with one line
@@ -46,6 +46,7 @@ lint: install ## ruff on all Python, mypy on the worker package; the generated d
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \
 		|| { echo "docs/safe-defaults.md is stale: run make docs"; exit 1; }
+	$(BIN)/python roles/kmirror_config/files/cluster_definition.py --check
 
 # Two pytest-xdist workers, one test file each at a time: the long restart loops and the target outage mostly
 # wait, so they overlap. The test files that boot hosts hold a lock for their guests' lifetime
@@ -64,6 +65,11 @@ integration: install ## the worker's integration tests against real embedded bro
 test: install ansible-install terraform-install lint lint-ansible ## linters, every pytest tree in one run (embedded brokers, real hosts), then every molecule scenario
 	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800
 	$(MAKE) molecule
+
+# The cluster options of roles/kmirror_config/meta/argument_specs.yml and terraform/modules/inventory/
+# cluster_definition.tf, from roles/kmirror_config/files/cluster_definition.yml (checked by make lint).
+cluster-definition: install ## regenerate the cluster options of the argument specs and Terraform's checks from cluster_definition.yml
+	$(BIN)/python roles/kmirror_config/files/cluster_definition.py
 
 docs: install ## regenerate the generated docs (config key table, safe defaults)
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md

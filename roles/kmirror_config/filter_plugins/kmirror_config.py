@@ -4,98 +4,146 @@ Every instance (``kmirror@<source>.service``) has two client sides, each in its 
 ``<conf_dir>/<source>/``: the *consumer* reading the source cluster and the *producer* writing the target.
 :func:`kmirror_client_sides` turns the inventory's cluster definitions into one plain item per side,
 with the paths of that side's files and **without any secret**, so loops over them can be shown in logs.
+
+The checks of a cluster definition are not written here: :func:`check_cluster` runs the ``checks`` of
+``files/cluster_definition.yml``, the one description the argument spec is generated from. Which property
+keys are secrets is ``kmirror.config.secrets`` (the worker package, installed on the controller).
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-SECRET_MARKERS = ("password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config")
+import yaml
+
+# The one description of a cluster definition (keys, choices, checks); the argument spec is generated from it.
+DEFINITION = Path(__file__).resolve().parents[1] / "files" / "cluster_definition.yml"
 
 
 class ClusterDefinitionError(ValueError):
     pass
 
 
+@lru_cache(maxsize=1)
+def definition() -> dict:
+    return yaml.safe_load(DEFINITION.read_text(encoding="utf-8"))
+
+
+def key_spec(key: str, side: str) -> dict:
+    """The description of one key on one side ("target" or "source"), per-side overrides applied."""
+    for entry in definition()["keys"]:
+        if entry["key"] == key and side in entry.get("sides", ("target", "source")):
+            return {**entry, **entry.get("per_side", {}).get(side, {})}
+    raise KeyError(f"{key} is not a {side} cluster key of {DEFINITION.name}")
+
+
 def _is_secret(key: str) -> bool:
-    # Same rule as kmirror.config.is_secret (kept importable without the worker package for the tests).
-    k = str(key).lower()
-    return any(m in k for m in SECRET_MARKERS)
+    try:
+        from kmirror.config.secrets import is_secret
+    except ImportError as exc:
+        from ansible.errors import AnsibleFilterError
+
+        raise AnsibleFilterError(
+            "the kmirror package is not importable by the Python running Ansible "
+            f"({exc}); install it on the controller: make ansible-install (or pip install -e worker)"
+        ) from None
+    return is_secret(key)
 
 
 def _fail(where: str, problem: str, fix: str) -> ClusterDefinitionError:
     return ClusterDefinitionError(f"{where}: {problem}; {fix}")
 
 
+def _get(cluster: dict, dotted: str) -> Any:
+    value: Any = cluster
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _normalized(cluster: dict, key: str, side: str) -> Any:
+    """A key with choices as its upper-case name (default applied); any other key as given."""
+    spec = key_spec(key, side) if "." not in key else {}
+    value = _get(cluster, key)
+    if "choices" in spec:
+        return str(value or spec.get("default") or "").upper()
+    return value
+
+
+def _holds(cluster: dict, condition: dict, side: str) -> bool:
+    for key, test in condition.items():
+        value = str(_normalized(cluster, key, side))
+        if "startswith" in test and not value.startswith(test["startswith"]):
+            return False
+        if "endswith" in test and not value.endswith(test["endswith"]):
+            return False
+        if "in" in test and value not in test["in"]:
+            return False
+    return True
+
+
+def _problem(check: dict, cluster: dict, side: str) -> dict | None:
+    """The message fields of a failing check, or None when the cluster passes it."""
+    rule = check["rule"]
+    key = check.get("key", "")
+    value = _normalized(cluster, key, side) if key else None
+    if rule == "nonempty":
+        ok = bool(str(value or "").strip())
+    elif rule == "choice":
+        ok = value in key_spec(key, side)["choices"]
+    elif rule == "mapping":
+        ok = isinstance(value or {}, dict)
+    elif rule == "forbidden":
+        ok = not value
+    elif rule == "required_all":
+        missing = [k for k in check["keys"] if not _get(cluster, k)]
+        return {"key": missing[0]} if missing else None
+    elif rule == "together":
+        ok = len({bool(_get(cluster, k)) for k in check["keys"]}) == 1
+    elif rule == "requires":
+        ok = not value or bool(_get(cluster, check["needs"]))
+    elif rule == "any_of":
+        ok = any(_get(cluster, k) for k in check["keys"])
+    elif rule == "positive_int":
+        ok = value is None or (str(value).isdigit() and int(value) >= 1)
+    else:
+        raise ValueError(f"{DEFINITION.name}: unknown check rule {rule!r}")
+    return None if ok else {}
+
+
 def check_cluster(cluster: dict, where: str, *, source: bool) -> None:
+    """Run the checks of cluster_definition.yml; the first failing one raises its one-line message."""
     if not isinstance(cluster, dict):
         raise _fail(where, "is not a mapping", "see inventory.example")
-    if not str(cluster.get("bootstrap_servers") or "").strip():
-        raise _fail(where, "no bootstrap_servers", 'set bootstrap_servers: "host1:9093,host2:9093"')
-    protocol = str(cluster.get("security_protocol") or "PLAINTEXT").upper()
-    if protocol not in PROTOCOLS:
-        raise _fail(where, f"security_protocol {protocol!r} is unknown", f"use one of {', '.join(PROTOCOLS)}")
-    if protocol.startswith("SASL_"):
-        mechanism = str(cluster.get("sasl_mechanism") or "").upper()
-        if mechanism not in MECHANISMS:
-            raise _fail(
-                where,
-                f"sasl_mechanism {mechanism or 'is missing'!s}",
-                f"set sasl_mechanism to one of {', '.join(MECHANISMS)}",
-            )
-        if mechanism == "GSSAPI":
-            for key in ("kerberos_principal", "kerberos_keytab_src"):
-                if not cluster.get(key):
-                    raise _fail(
-                        where,
-                        f"GSSAPI needs {key}",
-                        "set kerberos_principal (the mirror's own principal, not the brokers') "
-                        "and kerberos_keytab_src (its keytab on the controller)",
-                    )
-        else:
-            for key in ("sasl_username", "sasl_password"):
-                if not cluster.get(key):
-                    raise _fail(
-                        where,
-                        f"{mechanism} needs {key}",
-                        "set sasl_username and sasl_password (keep the password in Ansible Vault)",
-                    )
-    elif cluster.get("sasl_mechanism"):
-        raise _fail(
-            where,
-            f"sasl_mechanism is set but security_protocol is {protocol}",
-            "use SASL_PLAINTEXT or SASL_SSL, or drop sasl_mechanism",
-        )
-    tls = cluster.get("tls") or {}
-    if not isinstance(tls, dict):
-        raise _fail(where, "tls is not a mapping", "use tls: {ca_src: ..., cert_src: ..., key_src: ...}")
-    if tls and not protocol.endswith("SSL"):
-        raise _fail(where, f"tls is set but security_protocol is {protocol}", "use SSL or SASL_SSL")
-    if bool(tls.get("cert_src")) != bool(tls.get("key_src")):
-        raise _fail(where, "mutual TLS needs both tls.cert_src and tls.key_src", "set both or neither")
-    if tls.get("key_password") and not tls.get("key_src"):
-        raise _fail(where, "tls.key_password without tls.key_src", "set tls.key_src or drop the password")
-    props_key = "consumer_properties" if source else "producer_properties"
-    props = cluster.get(props_key) or {}
-    if not isinstance(props, dict):
-        raise _fail(where, f"{props_key} is not a mapping", f"use {props_key}: {{key: value}}")
-    if source:
-        if not str(cluster.get("group_id") or "").strip():
-            raise _fail(
-                where, "no group_id", "set group_id (every worker of this mirror uses the same group)"
-            )
-        if not (cluster.get("whitelist") or cluster.get("blacklist")):
-            raise _fail(
-                where,
-                "no whitelist or blacklist",
-                "set whitelist (Java regex, e.g. 'orders.*,payments'; '.*' for every topic) or blacklist",
-            )
-        streams = cluster.get("num_streams")
-        if streams is not None and (not str(streams).isdigit() or int(streams) < 1):
-            raise _fail(where, f"num_streams {streams!r}", "give a positive number")
+    side = "source" if source else "target"
+    for check in definition()["checks"]:
+        if side not in check.get("sides", ("target", "source")):
+            continue
+        if "when" in check and not _holds(cluster, check["when"], side):
+            continue
+        if "unless" in check and _holds(cluster, check["unless"], side):
+            continue
+        fields = _problem(check, cluster, side)
+        if fields is None:
+            continue
+        key = check.get("key", "")
+        value = _normalized(cluster, key, side) if key else None
+        fields = {
+            "key": key,
+            "value": value,
+            "shown": value or "is missing",
+            "choices": ", ".join(key_spec(key, side).get("choices", ())) if key and "." not in key else "",
+            **{
+                e["key"]: _normalized(cluster, e["key"], side)
+                for e in definition()["keys"]
+                if "choices" in e and side in e.get("sides", ("target", "source"))
+            },
+            **fields,
+        }
+        raise _fail(where, check["problem"].format(**fields), check["fix"].format(**fields))
 
 
 def check_definitions(sources: list, target: dict) -> None:
@@ -106,7 +154,7 @@ def check_definitions(sources: list, target: dict) -> None:
     for i, s in enumerate(sources):
         name = str((s or {}).get("name") or "") if isinstance(s, dict) else ""
         where = f"kmirror_source_clusters[{i}]" + (f" ({name})" if name else "")
-        if not NAME_RE.match(name):
+        if not re.match(key_spec("name", "source")["pattern"], name):
             raise _fail(
                 where,
                 f"name {name!r} is not usable as a systemd instance and directory name",

@@ -42,7 +42,7 @@ locals {
 
   # The Ansible variables (in Vault) that hold each cluster's secrets; null where there is none.
   secret_refs = { for c in local.security_in : c.name => {
-    sasl_password        = (startswith(c.security_protocol, "SASL_") && contains(["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], coalesce(c.sasl_mechanism, "-")) ? coalesce(c.sasl_password_var, "${var.secret_variable_prefix}${replace(c.name, "-", "_")}_password") : null)
+    sasl_password        = (startswith(c.security_protocol, "SASL_") && contains(local.cluster_password_mechanisms, coalesce(c.sasl_mechanism, "-")) ? coalesce(c.sasl_password_var, "${var.secret_variable_prefix}${replace(c.name, "-", "_")}_password") : null)
     key_password         = try(c.tls.key_password_var, null)
     acl_admin_properties = c.acl_admin_properties_var
     properties           = [for v in values(c.properties) : regex(local.vault_ref_re, v)[0] if can(regex(local.vault_ref_re, v))]

@@ -125,56 +125,56 @@ variable "target_cluster" {
     producer_properties      = optional(map(string), {})
   })
 
+  # BEGIN generated: target_cluster checks (from roles/kmirror_config/files/cluster_definition.yml: make cluster-definition)
   validation {
-    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", var.target_cluster.name))
-    error_message = "The target cluster's name must be a DNS label: 1-63 characters of a-z, 0-9 and '-'."
+    condition     = alltrue([for c in [var.target_cluster] : (can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", c.name)))])
+    error_message = "target_cluster: names must be DNS labels (1-63 characters of a-z, 0-9 and '-'): each names a systemd instance and a directory."
   }
   validation {
-    condition     = can(regex("^\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}(\\s*,\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5})*\\s*$", var.target_cluster.bootstrap_servers))
-    error_message = "target_cluster.bootstrap_servers must be a comma-separated list of host:port."
+    condition     = alltrue([for c in [var.target_cluster] : (can(regex(local.cluster_bootstrap_servers_re, c.bootstrap_servers)))])
+    error_message = "target_cluster: bootstrap_servers must be a comma-separated list of host:port."
   }
   validation {
-    condition     = contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], var.target_cluster.security_protocol)
-    error_message = "target_cluster.security_protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."
+    condition     = alltrue([for c in [var.target_cluster] : (contains(local.cluster_security_protocols, c.security_protocol))])
+    error_message = "target_cluster: security_protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."
   }
   validation {
-    condition     = (startswith(var.target_cluster.security_protocol, "SASL_") ? contains(["GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], coalesce(var.target_cluster.sasl_mechanism, "-")) : var.target_cluster.sasl_mechanism == null)
+    condition     = alltrue([for c in [var.target_cluster] : (startswith(c.security_protocol, "SASL_") ? contains(local.cluster_sasl_mechanisms, coalesce(c.sasl_mechanism, "-")) : c.sasl_mechanism == null)])
     error_message = "target_cluster: SASL_PLAINTEXT and SASL_SSL need sasl_mechanism (GSSAPI, SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN); PLAINTEXT and SSL take none."
   }
   validation {
-    condition     = (var.target_cluster.sasl_mechanism != "GSSAPI" || (var.target_cluster.kerberos_principal != null && var.target_cluster.kerberos_keytab_src != null))
+    condition     = alltrue([for c in [var.target_cluster] : (c.sasl_mechanism != "GSSAPI" || (c.kerberos_principal != null && c.kerberos_keytab_src != null))])
     error_message = "target_cluster: GSSAPI needs kerberos_principal (the mirror's own principal) and kerberos_keytab_src (its keytab on the controller)."
   }
   validation {
-    condition     = (!contains(["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], coalesce(var.target_cluster.sasl_mechanism, "-")) || var.target_cluster.sasl_username != null)
+    condition     = alltrue([for c in [var.target_cluster] : (!contains(local.cluster_password_mechanisms, coalesce(c.sasl_mechanism, "-")) || c.sasl_username != null)])
     error_message = "target_cluster: SCRAM and PLAIN need sasl_username (the password stays in Ansible Vault, see sasl_password_var)."
   }
   validation {
-    condition     = var.target_cluster.tls == null || endswith(var.target_cluster.security_protocol, "SSL")
+    condition     = alltrue([for c in [var.target_cluster] : (c.tls == null || endswith(c.security_protocol, "SSL"))])
     error_message = "target_cluster: tls is set but security_protocol is not SSL or SASL_SSL."
   }
   validation {
-    condition     = var.target_cluster.tls == null || (try(var.target_cluster.tls.cert_src, null) == null) == (try(var.target_cluster.tls.key_src, null) == null)
+    condition     = alltrue([for c in [var.target_cluster] : (c.tls == null || (try(c.tls.cert_src, null) == null) == (try(c.tls.key_src, null) == null))])
     error_message = "target_cluster.tls: mutual TLS needs both cert_src and key_src."
   }
   validation {
-    condition     = try(var.target_cluster.tls.key_password_var, null) == null || try(var.target_cluster.tls.key_src, null) != null
+    condition     = alltrue([for c in [var.target_cluster] : (try(c.tls.key_password_var, null) == null || try(c.tls.key_src, null) != null)])
     error_message = "target_cluster.tls: key_password_var needs key_src."
   }
   validation {
-    condition = alltrue([for v in [var.target_cluster.sasl_password_var, try(var.target_cluster.tls.key_password_var, null), var.target_cluster.acl_admin_properties_var] :
-    v == null || can(regex("^[A-Za-z_][A-Za-z0-9_]*$", v))])
+    condition     = alltrue([for c in [var.target_cluster] : (alltrue([for v in [c.sasl_password_var, try(c.tls.key_password_var, null), c.acl_admin_properties_var] : v == null || can(regex("^[A-Za-z_][A-Za-z0-9_]*$", v))]))])
     error_message = "target_cluster: sasl_password_var, tls.key_password_var and acl_admin_properties_var must be Ansible variable names."
   }
   validation {
-    condition = alltrue([for k, v in var.target_cluster.producer_properties :
-    !can(regex("(?i)password|secret|ssl\\.key\\.pem|sasl\\.oauthbearer\\.config", k)) || can(regex("^\\{\\{\\s*[A-Za-z_][A-Za-z0-9_]*\\s*\\}\\}$", v))])
+    condition     = alltrue([for c in [var.target_cluster] : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex(local.vault_ref_re, v))]))])
     error_message = "target_cluster.producer_properties: a secret (password, secret, ssl.key.pem, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\"."
   }
   validation {
-    condition     = alltrue([for p in coalesce(var.target_cluster.acl_topic_patterns, []) : contains(["LITERAL", "PREFIXED"], p.pattern_type)])
+    condition     = alltrue([for c in [var.target_cluster] : (alltrue([for p in coalesce(c.acl_topic_patterns, []) : contains(["LITERAL", "PREFIXED"], p.pattern_type)]))])
     error_message = "target_cluster.acl_topic_patterns: pattern_type must be LITERAL or PREFIXED."
   }
+  # END generated: target_cluster checks
 }
 
 variable "source_clusters" {
@@ -229,17 +229,8 @@ variable "source_clusters" {
     error_message = "At least one source cluster is needed."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", s.name))])
-    error_message = "Source cluster names must be DNS labels (1-63 characters of a-z, 0-9 and '-'): each names a systemd instance and a directory."
-  }
-  validation {
     condition     = length(distinct(concat([for s in var.source_clusters : s.name], [var.target_cluster.name]))) == length(var.source_clusters) + 1
     error_message = "Source cluster names must be unique and differ from the target cluster's name."
-  }
-  validation {
-    condition = alltrue([for s in var.source_clusters :
-    can(regex("^\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}(\\s*,\\s*(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5})*\\s*$", s.bootstrap_servers))])
-    error_message = "Every source cluster's bootstrap_servers must be a comma-separated list of host:port."
   }
   validation {
     condition     = alltrue([for s in var.source_clusters : s.group_id == null || can(regex("^\\S+$", s.group_id))])
@@ -261,51 +252,59 @@ variable "source_clusters" {
     error_message = "replication_factor must be a positive integer, or -1 for the target's default."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : s.log_level == null || contains(["DEBUG", "INFO", "WARNING", "ERROR"], coalesce(s.log_level, "-"))])
-    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+    condition     = alltrue([for s in var.source_clusters : s.log_level == null || contains(local.cluster_log_levels, s.log_level)])
+    error_message = "log_level must be one of ${join(", ", local.cluster_log_levels)}."
+  }
+  # BEGIN generated: source_clusters checks (from roles/kmirror_config/files/cluster_definition.yml: make cluster-definition)
+  validation {
+    condition     = alltrue([for c in var.source_clusters : (can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", c.name)))])
+    error_message = "source_clusters: names must be DNS labels (1-63 characters of a-z, 0-9 and '-'): each names a systemd instance and a directory."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : contains(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], s.security_protocol)])
-    error_message = "A source cluster's security_protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."
+    condition     = alltrue([for c in var.source_clusters : (can(regex(local.cluster_bootstrap_servers_re, c.bootstrap_servers)))])
+    error_message = "source_clusters: bootstrap_servers must be a comma-separated list of host:port."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : (startswith(s.security_protocol, "SASL_") ? contains(["GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], coalesce(s.sasl_mechanism, "-")) : s.sasl_mechanism == null)])
-    error_message = "Source clusters: SASL_PLAINTEXT and SASL_SSL need sasl_mechanism (GSSAPI, SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN); PLAINTEXT and SSL take none."
+    condition     = alltrue([for c in var.source_clusters : (contains(local.cluster_security_protocols, c.security_protocol))])
+    error_message = "source_clusters: security_protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : s.sasl_mechanism != "GSSAPI" || (s.kerberos_principal != null && s.kerberos_keytab_src != null)])
-    error_message = "Source clusters: GSSAPI needs kerberos_principal (the mirror's own principal) and kerberos_keytab_src (its keytab on the controller)."
+    condition     = alltrue([for c in var.source_clusters : (startswith(c.security_protocol, "SASL_") ? contains(local.cluster_sasl_mechanisms, coalesce(c.sasl_mechanism, "-")) : c.sasl_mechanism == null)])
+    error_message = "source_clusters: SASL_PLAINTEXT and SASL_SSL need sasl_mechanism (GSSAPI, SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN); PLAINTEXT and SSL take none."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : !contains(["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], coalesce(s.sasl_mechanism, "-")) || s.sasl_username != null])
-    error_message = "Source clusters: SCRAM and PLAIN need sasl_username (the password stays in Ansible Vault, see sasl_password_var)."
+    condition     = alltrue([for c in var.source_clusters : (c.sasl_mechanism != "GSSAPI" || (c.kerberos_principal != null && c.kerberos_keytab_src != null))])
+    error_message = "source_clusters: GSSAPI needs kerberos_principal (the mirror's own principal) and kerberos_keytab_src (its keytab on the controller)."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : s.tls == null || endswith(s.security_protocol, "SSL")])
-    error_message = "Source clusters: tls is set but security_protocol is not SSL or SASL_SSL."
+    condition     = alltrue([for c in var.source_clusters : (!contains(local.cluster_password_mechanisms, coalesce(c.sasl_mechanism, "-")) || c.sasl_username != null)])
+    error_message = "source_clusters: SCRAM and PLAIN need sasl_username (the password stays in Ansible Vault, see sasl_password_var)."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : s.tls == null || (try(s.tls.cert_src, null) == null) == (try(s.tls.key_src, null) == null)])
-    error_message = "Source clusters' tls: mutual TLS needs both cert_src and key_src."
+    condition     = alltrue([for c in var.source_clusters : (c.tls == null || endswith(c.security_protocol, "SSL"))])
+    error_message = "source_clusters: tls is set but security_protocol is not SSL or SASL_SSL."
   }
   validation {
-    condition     = alltrue([for s in var.source_clusters : try(s.tls.key_password_var, null) == null || try(s.tls.key_src, null) != null])
-    error_message = "Source clusters' tls: key_password_var needs key_src."
+    condition     = alltrue([for c in var.source_clusters : (c.tls == null || (try(c.tls.cert_src, null) == null) == (try(c.tls.key_src, null) == null))])
+    error_message = "source_clusters.tls: mutual TLS needs both cert_src and key_src."
   }
   validation {
-    condition = alltrue(flatten([for s in var.source_clusters : [for v in [s.sasl_password_var, try(s.tls.key_password_var, null), s.acl_admin_properties_var] :
-    v == null || can(regex("^[A-Za-z_][A-Za-z0-9_]*$", v))]]))
-    error_message = "Source clusters: sasl_password_var, tls.key_password_var and acl_admin_properties_var must be Ansible variable names."
+    condition     = alltrue([for c in var.source_clusters : (try(c.tls.key_password_var, null) == null || try(c.tls.key_src, null) != null)])
+    error_message = "source_clusters.tls: key_password_var needs key_src."
   }
   validation {
-    condition = alltrue(flatten([for s in var.source_clusters : [for k, v in s.consumer_properties :
-    !can(regex("(?i)password|secret|ssl\\.key\\.pem|sasl\\.oauthbearer\\.config", k)) || can(regex("^\\{\\{\\s*[A-Za-z_][A-Za-z0-9_]*\\s*\\}\\}$", v))]]))
-    error_message = "consumer_properties: a secret (password, secret, ssl.key.pem, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\"."
+    condition     = alltrue([for c in var.source_clusters : (alltrue([for v in [c.sasl_password_var, try(c.tls.key_password_var, null), c.acl_admin_properties_var] : v == null || can(regex("^[A-Za-z_][A-Za-z0-9_]*$", v))]))])
+    error_message = "source_clusters: sasl_password_var, tls.key_password_var and acl_admin_properties_var must be Ansible variable names."
   }
   validation {
-    condition     = alltrue(flatten([for s in var.source_clusters : [for p in coalesce(s.acl_topic_patterns, []) : contains(["LITERAL", "PREFIXED"], p.pattern_type)]]))
-    error_message = "Source clusters' acl_topic_patterns: pattern_type must be LITERAL or PREFIXED."
+    condition     = alltrue([for c in var.source_clusters : (alltrue([for k, v in try(c.producer_properties, c.consumer_properties) : !can(regex(local.secret_key_regex, k)) || can(regex(local.vault_ref_re, v))]))])
+    error_message = "source_clusters.consumer_properties: a secret (password, secret, ssl.key.pem, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\"."
   }
+  validation {
+    condition     = alltrue([for c in var.source_clusters : (alltrue([for p in coalesce(c.acl_topic_patterns, []) : contains(["LITERAL", "PREFIXED"], p.pattern_type)]))])
+    error_message = "source_clusters.acl_topic_patterns: pattern_type must be LITERAL or PREFIXED."
+  }
+  # END generated: source_clusters checks
 }
 
 ################################################################################
