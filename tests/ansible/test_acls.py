@@ -272,3 +272,13 @@ def test_module_in_check_mode_with_a_ca_not_deployed_yet_only_computes(capsys, m
         assert out["msg"].startswith(
             "admin_config: the file ssl.ca.location names does not exist on this host;"
         )
+
+
+def test_group_names_may_hold_what_topic_names_cannot():
+    """Kafka group ids are any string: only topic names are held to Kafka's topic characters."""
+    assert topic_patterns("app:payments,(billing)", "groups") == [
+        ("LITERAL", "app:payments"),
+        ("LITERAL", "billing"),
+    ]
+    with pytest.raises(AclPatternError, match="acl_topic_patterns"):
+        topic_patterns("app:payments")

@@ -149,8 +149,9 @@ def _alternatives(pattern: str) -> list[str]:
     return [a for a in out if a]
 
 
-def _literal(text: str) -> str | None:
-    """The topic name a regex fragment stands for, or None when it is not a plain name."""
+def _literal(text: str, topic: bool = True) -> str | None:
+    """The name a regex fragment stands for, or None when it is not a plain name (or, for a topic, not a
+    name Kafka allows)."""
     out, i = [], 0
     while i < len(text):
         c = text[i]
@@ -169,10 +170,10 @@ def _literal(text: str) -> str | None:
         i += 1
     name = "".join(out)
     # Kafka topic names hold only these characters: another one (a quote inside the whitelist) names no topic.
-    return name if all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name) else None
+    return name if not topic or all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name) else None
 
 
-def topic_patterns(whitelist: str | None) -> list[tuple[str, str]]:
+def topic_patterns(whitelist: str | None, option: str = "whitelist") -> list[tuple[str, str]]:
     """(pattern_type, name) pairs that cover the whitelist exactly; raise AclPatternError otherwise."""
     if not whitelist or not whitelist.strip():
         return [("LITERAL", "*")]
@@ -182,7 +183,7 @@ def topic_patterns(whitelist: str | None) -> list[tuple[str, str]]:
             "virtualenv as interpreter (role kmirror_worker installs it)"
         )
     try:
-        compile_filter(whitelist, "whitelist")  # the worker's own check: it refuses what it cannot read
+        compile_filter(whitelist, option)  # the worker's own check: it refuses what it cannot read
     except ConfigError as exc:
         raise AclPatternError(str(exc)) from None
     patterns: list[tuple[str, str]] = []
@@ -190,10 +191,10 @@ def topic_patterns(whitelist: str | None) -> list[tuple[str, str]]:
         if alt in (".*", ".+"):
             return [("LITERAL", "*")]
         if alt.endswith(".*") and not alt.endswith("\\.*"):
-            prefix = _literal(alt[:-2])
+            prefix = _literal(alt[:-2], option != "groups")
             kind = "PREFIXED"
         else:
-            prefix = _literal(alt)
+            prefix = _literal(alt, option != "groups")
             kind = "LITERAL"
         if prefix is None or (kind == "PREFIXED" and not prefix):
             raise AclPatternError(
@@ -237,7 +238,7 @@ def bindings(
     topics = normalize_patterns(patterns) if patterns else topic_patterns(whitelist)
     out: list[Binding] = []
     if sync_groups:
-        synced = topic_patterns(sync_groups)
+        synced = topic_patterns(sync_groups, "groups")
         ops = SYNC_SOURCE_GROUP_OPERATIONS if side == "source" else SYNC_TARGET_GROUP_OPERATIONS
         out += [Binding("GROUP", name, kind, principal, host, op) for kind, name in synced for op in ops]
         if side == "target":
