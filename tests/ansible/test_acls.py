@@ -36,7 +36,7 @@ AclPatternError = bindings_mod.AclPatternError
         ("orders.*,payments", [("PREFIXED", "orders"), ("LITERAL", "payments")]),
         ("orders.* | payments", [("PREFIXED", "orders"), ("LITERAL", "payments")]),
         (
-            "'orders.created', \"orders.cancelled\"",
+            "'orders.created, orders.cancelled'",
             [("LITERAL", "orders.created"), ("LITERAL", "orders.cancelled")],
         ),
         ("a_b-c.d", [("LITERAL", "a_b-c.d")]),
@@ -54,6 +54,54 @@ def test_whitelist_to_patterns(whitelist, expected):
 @pytest.mark.parametrize("whitelist", ["orders[0-9]+", "(a|b)c", "x?", "a.*b", "^orders", ".*-dlq", "a\\d"])
 def test_whitelists_acls_cannot_express_are_refused_with_the_fix(whitelist):
     with pytest.raises(AclPatternError, match="acl_topic_patterns"):
+        topic_patterns(whitelist)
+
+
+CANDIDATE_TOPICS = [
+    "orders", "orders.created", "ordersX", "payments", "payments2", "refunds", "billing", "audit", "audit-eu",
+    "other",
+]  # fmt: skip
+
+
+def covered(patterns, topic):
+    return any(
+        name == "*" or (name == topic if kind == "LITERAL" else topic.startswith(name))
+        for kind, name in patterns
+    )
+
+
+@pytest.mark.parametrize(
+    ("whitelist", "expected"),
+    [
+        # A comma inside parentheses: MirrorMaker (and kmirror.config.filters) read it as '|'; the ACL
+        # bindings used to keep it inside the group and refused the whitelist.
+        ("(orders,payments)", [("LITERAL", "orders"), ("LITERAL", "payments")]),
+        (
+            "orders.*,(payments, refunds)",
+            [("PREFIXED", "orders"), ("LITERAL", "payments"), ("LITERAL", "refunds")],
+        ),
+        ("(?:audit.*,billing)", [("PREFIXED", "audit"), ("LITERAL", "billing")]),
+    ],
+)
+def test_whitelist_grammar_is_the_workers(whitelist, expected):
+    """The grant covers exactly the topics the worker's own filter (kmirror.config.filters) mirrors."""
+    from kmirror.config.filters import TopicFilter
+
+    patterns = topic_patterns(whitelist)
+    assert patterns == expected
+    granted = sorted(t for t in CANDIDATE_TOPICS if covered(patterns, t))
+    assert granted == TopicFilter(include=whitelist).select(CANDIDATE_TOPICS)
+
+
+@pytest.mark.parametrize(
+    ("whitelist", "message"),
+    [
+        ("orders(", "invalid regex"),  # the worker refuses it: so do the ACLs, with its message
+        ("'orders', 'payments'", "acl_topic_patterns"),  # inner quotes stay (MirrorMaker): no topic has them
+    ],
+)
+def test_whitelists_the_worker_reads_differently_are_refused(whitelist, message):
+    with pytest.raises(AclPatternError, match=message):
         topic_patterns(whitelist)
 
 
@@ -224,3 +272,13 @@ def test_module_in_check_mode_with_a_ca_not_deployed_yet_only_computes(capsys, m
         assert out["msg"].startswith(
             "admin_config: the file ssl.ca.location names does not exist on this host;"
         )
+
+
+def test_group_names_may_hold_what_topic_names_cannot():
+    """Kafka group ids are any string: only topic names are held to Kafka's topic characters."""
+    assert topic_patterns("app:payments,(billing)", "groups") == [
+        ("LITERAL", "app:payments"),
+        ("LITERAL", "billing"),
+    ]
+    with pytest.raises(AclPatternError, match="acl_topic_patterns"):
+        topic_patterns("app:payments")

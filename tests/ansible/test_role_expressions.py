@@ -5,13 +5,18 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import add_all_plugin_dirs
 from ansible.template import Templar, trust_as_template
 from ansible_harness import ROLES
+
+# Every role depends on kmirror_common (meta/main.yml): its defaults and filters are there as in a play.
+add_all_plugin_dirs(str(ROLES / "kmirror_common"))
+COMMON = yaml.safe_load((ROLES / "kmirror_common/defaults/main.yml").read_text())
 
 
 def evaluate(role: str, kind: str, name: str, **variables: object) -> object:
     data = yaml.safe_load((ROLES / role / kind / "main.yml").read_text())
-    templar = Templar(loader=DataLoader(), variables={**data, **variables})
+    templar = Templar(loader=DataLoader(), variables={**COMMON, **data, **variables})
     return templar.template(trust_as_template(data[name]))
 
 
@@ -57,6 +62,23 @@ def test_restart_list_of_the_handlers(state, upgraded, expected):
         kmirror_service_started_sources=["south"],
     )
     assert got == expected
+
+
+def test_shared_defaults_live_in_kmirror_common_only():
+    """The service user, virtualenv, configuration root and socket buffers: one definition each."""
+    for role_dir in sorted(ROLES.glob("kmirror_*")):
+        meta = yaml.safe_load((role_dir / "meta/main.yml").read_text())
+        deps = [d["role"] if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
+        assert deps == ([] if role_dir.name == "kmirror_common" else ["kmirror_common"]), role_dir.name
+        defaults = role_dir / "defaults/main.yml"
+        values = yaml.safe_load(defaults.read_text()) if defaults.exists() else {}
+        if role_dir.name != "kmirror_common":
+            for key, value in values.items():
+                assert not key.endswith(("_venv", "_user", "_group", "_config_dir", "_buffer_bytes")), key
+                assert value not in ("kmirror", "/opt/kmirror", "/etc/kmirror", 4194304), key
+    sysctl = {"kmirror_source_clusters": [{"name": "east"}], "kmirror_target_cluster": {"name": "t"}}
+    raised = {**sysctl, "kmirror_common_socket_receive_buffer_bytes": 16777216}
+    assert int(evaluate("kmirror_sysctl", "defaults", "kmirror_sysctl_rmem_max", **raised)) == 16777216
 
 
 @pytest.mark.parametrize("role", ["kmirror_config", "kmirror_topics", "kmirror_acls", "kmirror_service"])

@@ -9,12 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_harness import ROLES, load_module
 
 from kmirror import config
 from kmirror.config import safety
 from kmirror.config.jaas import load_jaas_file
 from kmirror.config.properties import parse_properties
 from kmirror.errors import ConfigError
+
+properties_filters = load_module(
+    ROLES / "kmirror_config/filter_plugins/kmirror_properties.py", "kmirror_properties_filters"
+)
 
 NASTY = 'p@ss "quoted" \\back\\slash $HOME %i #hash'
 
@@ -55,10 +60,14 @@ def render_side(render, config_filters, safety_table, conf_dir, src, tgt, side, 
             fh.write(render("jaas.conf.j2", kmirror_kerberos_service_name="kafka", **common))
     text = render(
         "client.properties.j2",
-        kmirror_safety=safety_table,
-        kmirror_tuning=tuning if tuning is not None else {"socket.receive.buffer.bytes": 4194304},
-        kmirror_client_id=f"kmirror-{src['name']}-w1-{side}",
-        **common,
+        kmirror_properties=properties_filters.kmirror_client_properties(
+            cluster,
+            side,
+            item["files"],
+            f"kmirror-{src['name']}-w1-{side}",
+            tuning if tuning is not None else {"socket.receive.buffer.bytes": 4194304},
+        ),
+        **{k: v for k, v in common.items() if k != "kmirror_files"},
     )
     with open(item["files"]["properties"], "w") as fh:
         fh.write(text)
@@ -100,6 +109,27 @@ def test_plaintext_sides_are_safe(render, config_filters, safety_table, tmp_path
     # the engine's own settings are left to the engine
     for key in safety.ENGINE_OWNED[side]:
         assert not re.search(rf"^{re.escape(key)}=", text, re.M)
+
+
+@pytest.mark.parametrize("side", ["consumer", "producer"])
+def test_one_precedence_the_workers(render, config_filters, safety_table, tmp_path, side):
+    """The file holds the filter's merge, and the worker's own merge of that file adds only what the engine
+    owns: the precedence lives in kmirror.config.safety, not in the template."""
+    src = source(consumer_properties={"auto.offset.reset": "latest", "socket.receive.buffer.bytes": 8388608})
+    tgt = target(producer_properties={"linger.ms": 20, "compression.type": "lz4"})
+    text, item = render_side(render, config_filters, safety_table, tmp_path, src, tgt, side)
+    cluster = config_filters.kmirror_cluster_for(item, [src], tgt)
+    merged = properties_filters.client_properties(
+        cluster, side, item["files"], f"kmirror-east-w1-{side}", {"socket.receive.buffer.bytes": 4194304}
+    )
+    written = parse_properties(text)
+    assert written == merged["properties"]
+    assert safety.apply(written, side) == {**merged["properties"], **safety.ENGINE_OWNED[side]}
+    assert list(merged["properties"]) == sorted(merged["properties"])
+    if side == "consumer":  # the operator's value wins over the default and over the role's tuning
+        assert (written["auto.offset.reset"], written["socket.receive.buffer.bytes"]) == ("latest", "8388608")
+    else:
+        assert (written["linger.ms"], written["acks"]) == ("20", "all")
 
 
 def test_rendered_files_pass_librdkafkas_own_check(render, config_filters, safety_table, tmp_path):

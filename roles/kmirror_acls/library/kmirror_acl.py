@@ -18,7 +18,8 @@ description:
     diff mode report the plan
     without changing anything.
   - Without I(admin_config) it only returns the bindings (nothing to connect with).
-  - Runs where confluent-kafka is importable (a worker host, with kmirror's virtualenv as interpreter).
+  - Runs where confluent-kafka and kmirror are importable (a worker host, with kmirror's virtualenv as
+    interpreter): the whitelist is read with the worker's own grammar (C(kmirror.config.filters)).
 options:
   side:
     description: C(source) (the mirror reads it) or C(target) (the mirror writes it).

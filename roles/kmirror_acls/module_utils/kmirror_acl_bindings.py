@@ -18,17 +18,31 @@ DESCRIBE on those groups (translated offsets are committed when no member is act
 topics (a sync point reads the target partition's end) and CREATE, DESCRIBE, READ, WRITE on kmirror's
 sync topic ``__kmirror-offset-syncs``. The groups regex is turned into patterns like a whitelist.
 
-Topics are named by MirrorMaker's whitelist (Java regex, a comma means ``|``). Kafka ACLs know only LITERAL
-names, PREFIXED names and the LITERAL wildcard ``*``, so each alternative of the whitelist must be a plain
-name (``payments``, ``orders.created``: an unescaped ``.`` is taken as the dot topic names use), a name
-followed by ``.*`` (``orders.*`` → PREFIXED ``orders``) or ``.*`` alone (every topic). Anything else cannot be
-granted exactly: the caller is told to list the patterns itself. The blacklist never widens a grant, so it is
-ignored (topics it removes are simply not read).
+Topics are named by MirrorMaker's whitelist, read with the worker's own grammar (``kmirror.config.filters``:
+white space and surrounding quotes dropped, a comma means ``|``, the regex must compile), so the grant
+covers what the mirror reads. Kafka ACLs know only LITERAL names, PREFIXED names and the LITERAL
+wildcard ``*``, so each top-level alternative of the whitelist (a group that is a whole alternative,
+``(a|b)``, is opened) must be a plain name (``payments``, ``orders.created``: an unescaped ``.`` is taken
+as the dot topic names use), a name followed by ``.*`` (``orders.*`` → PREFIXED ``orders``) or ``.*``
+alone (every topic). Anything else cannot be granted exactly: the caller is told to list the patterns
+itself. The blacklist never widens a grant, so it is ignored (topics it removes are simply not read).
+
+This file runs in the ``kmirror_acl`` module on the worker hosts with kmirror's virtualenv as interpreter, and
+in the role's filter plugin on the controller (where ``make ansible-install`` installs the worker package): in
+both places ``kmirror`` is importable, so the grammar is imported, never copied.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+try:
+    from kmirror.config.filters import compile_filter, mirrormaker_pattern
+    from kmirror.errors import ConfigError
+
+    KMIRROR_IMPORT_ERROR = None
+except ImportError as exc:  # reported by topic_patterns, the only user
+    KMIRROR_IMPORT_ERROR = str(exc)
 
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 SOURCE_GROUP_OPERATIONS = ("READ",)
@@ -36,7 +50,8 @@ TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "A
 SYNC_SOURCE_GROUP_OPERATIONS = ("DESCRIBE",)
 SYNC_TARGET_GROUP_OPERATIONS = ("READ", "DESCRIBE")
 SYNC_TARGET_TOPIC_OPERATIONS = ("READ",)
-# kmirror.failover.offsetsync.SYNC_TOPIC (modules cannot import the worker here)
+# Equal to kmirror.failover.offsetsync.SYNC_TOPIC (tests/ansible/test_acls.py checks it); kept here so the
+# bindings need no more of the worker than its filter grammar.
 SYNC_TOPIC = "__kmirror-offset-syncs"
 SYNC_TOPIC_OPERATIONS = ("CREATE", "DESCRIBE", "READ", "WRITE")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
@@ -76,31 +91,70 @@ class Binding:
         }
 
 
-def _alternatives(whitelist: str) -> list[str]:
-    """Top-level alternatives of a MirrorMaker whitelist (',' and '|' outside brackets and groups)."""
-    out, cur, depth, i = [], [], 0, 0
-    while i < len(whitelist):
-        c = whitelist[i]
-        if c == "\\" and i + 1 < len(whitelist):
-            cur.append(whitelist[i : i + 2])
+def _split(pattern: str) -> list[str]:
+    """Top-level alternatives of a regex ('|' outside groups and classes, escapes kept)."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth, in_class, i = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            cur.append(pattern[i : i + 2])
             i += 2
             continue
-        if c in "([{":
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
             depth += 1
-        elif c in ")]}" and depth:
+        elif c == ")" and depth:
             depth -= 1
-        if c in ",|" and depth == 0:
+        elif c == "|" and depth == 0:
             out.append("".join(cur))
             cur = []
-        else:
-            cur.append(c)
+            i += 1
+            continue
+        cur.append(c)
         i += 1
     out.append("".join(cur))
-    return [a.strip().strip("'\"").strip() for a in out if a.strip().strip("'\"").strip()]
+    return out
 
 
-def _literal(text: str) -> str | None:
-    """The topic name a regex fragment stands for, or None when it is not a plain name."""
+def _whole_group(alt: str) -> str | None:
+    """The inside of ``(...)`` or ``(?:...)`` when that group is the whole alternative, else None."""
+    if not (alt.startswith("(") and alt.endswith(")")):
+        return None
+    if alt.startswith("(?") and not alt.startswith("(?:"):
+        return None  # lookarounds, named groups, flags: not a plain group
+    depth, i = 0, 0
+    while i < len(alt):
+        c = alt[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0 and i != len(alt) - 1:
+                return None  # (a)(b): the first group closes before the end
+        i += 1
+    return alt[3:-1] if alt.startswith("(?:") else alt[1:-1]
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The alternatives of a preprocessed whitelist, groups that are a whole alternative opened."""
+    out: list[str] = []
+    for alt in _split(pattern):
+        inner = _whole_group(alt)
+        out.extend(_alternatives(inner) if inner is not None else [alt])
+    return [a for a in out if a]
+
+
+def _literal(text: str, topic: bool = True) -> str | None:
+    """The name a regex fragment stands for, or None when it is not a plain name (or, for a topic, not a
+    name Kafka allows)."""
     out, i = [], 0
     while i < len(text):
         c = text[i]
@@ -117,22 +171,33 @@ def _literal(text: str) -> str | None:
         else:
             out.append(c)
         i += 1
-    return "".join(out)
+    name = "".join(out)
+    # Kafka topic names hold only these characters: another one (a quote inside the whitelist) names no topic.
+    return name if not topic or all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name) else None
 
 
-def topic_patterns(whitelist: str | None) -> list[tuple[str, str]]:
+def topic_patterns(whitelist: str | None, option: str = "whitelist") -> list[tuple[str, str]]:
     """(pattern_type, name) pairs that cover the whitelist exactly; raise AclPatternError otherwise."""
     if not whitelist or not whitelist.strip():
         return [("LITERAL", "*")]
+    if KMIRROR_IMPORT_ERROR is not None:
+        raise AclPatternError(
+            f"the kmirror package is not importable ({KMIRROR_IMPORT_ERROR}): run the module with kmirror's "
+            "virtualenv as interpreter (role kmirror_worker installs it)"
+        )
+    try:
+        compile_filter(whitelist, option)  # the worker's own check: it refuses what it cannot read
+    except ConfigError as exc:
+        raise AclPatternError(str(exc)) from None
     patterns: list[tuple[str, str]] = []
-    for alt in _alternatives(whitelist):
+    for alt in _alternatives(mirrormaker_pattern(whitelist)):
         if alt in (".*", ".+"):
             return [("LITERAL", "*")]
         if alt.endswith(".*") and not alt.endswith("\\.*"):
-            prefix = _literal(alt[:-2])
+            prefix = _literal(alt[:-2], option != "groups")
             kind = "PREFIXED"
         else:
-            prefix = _literal(alt)
+            prefix = _literal(alt, option != "groups")
             kind = "LITERAL"
         if prefix is None or (kind == "PREFIXED" and not prefix):
             raise AclPatternError(
@@ -176,7 +241,7 @@ def bindings(
     topics = normalize_patterns(patterns) if patterns else topic_patterns(whitelist)
     out: list[Binding] = []
     if sync_groups:
-        synced = topic_patterns(sync_groups)
+        synced = topic_patterns(sync_groups, "groups")
         ops = SYNC_SOURCE_GROUP_OPERATIONS if side == "source" else SYNC_TARGET_GROUP_OPERATIONS
         out += [Binding("GROUP", name, kind, principal, host, op) for kind, name in synced for op in ops]
         if side == "target":

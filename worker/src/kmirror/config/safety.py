@@ -143,18 +143,27 @@ def violations(settings: Mapping[str, str], role: Role, origin: str) -> list[Vio
     return found
 
 
-def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
-    """The effective settings: defaults under the operator's, required values where unset,
-    engine-owned values over everything. Unsafe values the operator set stay: the caller refuses
-    them unless ``--allow.unsafe`` was given (see :func:`violations`)."""
+def completed(settings: Mapping[str, str], role: Role) -> dict[str, str]:
+    """The precedence of a client file: kmirror's defaults under the file's own settings, each required
+    value where the file leaves it unset (an operator's value stays, to be judged by :func:`violations`).
+    :func:`apply` builds on it; the Ansible roles write their properties files with it."""
     out = {**DEFAULTS[role], **settings}
-    unsafe_kept = [v for v in violations(settings, role, "") if v.key in _AGAINST_IDEMPOTENCE]
     for req in REQUIRED[role]:
-        if req.key == IDEMPOTENCE and unsafe_kept and req.key not in settings:
-            # librdkafka refuses idempotence with acks!=all, retries=0 or >5 in flight: an operator who
-            # allowed those gets the plain producer they asked for (the verdict says UNSAFE).
-            out[req.key] = "false"
         out.setdefault(req.key, req.value)
+    return out
+
+
+def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
+    """The effective settings: :func:`completed`, then engine-owned values over everything. Unsafe values
+    the operator set stay: the caller refuses them unless ``--allow.unsafe`` was given (see
+    :func:`violations`)."""
+    given = dict(settings)
+    unsafe_kept = [v for v in violations(settings, role, "") if v.key in _AGAINST_IDEMPOTENCE]
+    if unsafe_kept and IDEMPOTENCE not in settings:
+        # librdkafka refuses idempotence with acks!=all, retries=0 or >5 in flight: an operator who
+        # allowed those gets the plain producer they asked for (the verdict says UNSAFE).
+        given[IDEMPOTENCE] = "false"
+    out = completed(given, role)
     out.update(ENGINE_OWNED[role])
     return out
 
