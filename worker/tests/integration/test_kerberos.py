@@ -24,6 +24,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from kmirror.testing.mirrors import run_command
+
 ROOT = Path(__file__).resolve().parents[3]
 STATE = ROOT / ".state"
 CLIENT = "confluent-kafka==2.0.2"
@@ -214,6 +216,9 @@ RECORDS = r"""
 import json, sys, time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+
+from kmirror.testing.mirrors import run_command
+from kmirror.testing.mirrors import run_command
 from kmirror.testing.compare import compare, read_topics
 mode, source, target, topic, count, keytab, principal = sys.argv[1:8]
 sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
@@ -274,22 +279,16 @@ def test_kmirror_mirrors_through_kerberos_on_the_gssapi_client(realm, tmp_path):
 
     assert records(realm, "produce", "orders.krb", 500, keytab) == {"unsent": 0}
     proc = subprocess.Popen(
-        [
-            realm["python"],
-            "-m",
-            "kmirror",
-            "run",
-            "--consumer.config",
-            str(consumer),
-            "--producer.config",
-            str(producer),
-            "--whitelist",
+        run_command(
+            consumer,
+            producer,
             "orders.*",
             "--num.streams",
             "1",
             "--offset.commit.interval.ms",
             "2000",
-        ],
+            python=realm["python"],
+        ),
         env=realm["env"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
