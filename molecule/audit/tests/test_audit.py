@@ -28,7 +28,7 @@ def _latest(host):
 
 def test_java_and_the_audit_packages(host):
     assert host.package("openjdk-17-jre-headless").is_installed
-    script = "import pyspark, pyarrow, pandas; print(pyspark.__version__)"
+    script = "import pyspark, pyarrow, pandas, numpy, xxhash; print(pyspark.__version__)"
     out = host.check_output(f"{VENV}/bin/python -c '{script}'")
     assert out.startswith("4.")
 

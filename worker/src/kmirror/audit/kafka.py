@@ -35,7 +35,10 @@ def consumer_conf(settings: Mapping[str, str]) -> dict[str, object]:
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "queued.max.messages.kbytes": 16384,
+        "queued.max.messages.kbytes": 65536,
+        # librdkafka postpones a partition's next fetch by this much once its queue is full (default
+        # 1000 ms): a reader a little slower than the broker then stalls for a second at a time.
+        "fetch.queue.backoff.ms": 10,
         "fetch.wait.max.ms": 50,  # the end of a partition is seen 50 ms after the last record, not 500
         "log_level": 3,
     }

@@ -1,5 +1,5 @@
 """The Spark side of the audit: a session with modest settings and the one job that reads both clusters
-once, hashes every record in the JVM and names the records whose copies differ."""
+once, digests every record in the reading tasks and names the records whose copies differ."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kmirror.audit.diff import BucketRow, ContentGroup
-from kmirror.audit.scope import SIDES, Span, split
+from kmirror.audit.scope import SIDES, SOURCE, Span, bucket_of, split
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 _LOG4J = """\
 rootLogger.level = error
@@ -30,9 +30,8 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-# Up to this many differing contents are sent to every executor to find their copies; more (a target
-# that lacks most of the source) are joined with a shuffle instead.
-BROADCAST_MAX = 200_000
+# Records (digests, ~50 B each with a short key) per matching task at most: the memory of one task.
+RECORDS_PER_MATCH = 2_000_000
 
 
 def under_spark_submit() -> bool:
@@ -136,42 +135,16 @@ def read(
     spark: SparkSession,
     spans: Sequence[Span],
     settings: Sequence[Mapping[str, str]],
-    *,
-    from_ms: int | None,
-    to_ms: int | None,
+    **options: object,
 ) -> DataFrame:
+    """The (r, blob) rows of the Data Source (:mod:`kmirror.audit.source`) over these spans."""
     from kmirror.audit.source import FORMAT
 
-    options = {
-        "spans": json.dumps([s.as_list() for s in spans]),
-        "from_ms": "" if from_ms is None else str(from_ms),
-        "to_ms": "" if to_ms is None else str(to_ms),
-    }
+    opts = {k: "" if v is None else v if isinstance(v, str) else json.dumps(v) for k, v in options.items()}
+    opts["spans"] = json.dumps([s.as_list() for s in spans])
     for side, name in enumerate(SIDES):
-        options.update({f"{name}.{k}": v for k, v in settings[side].items()})
-    return spark.read.format(FORMAT).options(**options).load()
-
-
-def _content_hash_inputs() -> list[Column]:
-    """The content (topic, timestamp, key, value, headers) as hash inputs. xxhash64 and hash skip NULLs,
-    so every nullable field is preceded by its length (-1 for NULL): a NULL key and value X cannot hash
-    like key X and a NULL value."""
-    from pyspark.sql import functions as F
-
-    def length(c: Column) -> Column:
-        return F.coalesce(F.length(c), F.lit(-1))
-
-    headers = F.transform("headers", lambda h: F.struct(h["key"], length(h["value"]).alias("n"), h["value"]))
-    return [
-        F.col("topic"),
-        F.col("timestamp"),
-        length(F.col("key")),
-        F.col("key"),
-        length(F.col("value")),
-        F.col("value"),
-        F.size("headers"),
-        headers,
-    ]
+        opts.update({f"{name}.{k}": v for k, v in settings[side].items()})
+    return spark.read.format(FORMAT).options(**opts).load()
 
 
 def compare(
@@ -185,62 +158,44 @@ def compare(
     in_flight_from: int,
     range_size: int,
 ) -> tuple[list[BucketRow], list[ContentGroup]]:
-    """Both clusters read once. Each record becomes (side, topic, partition, offset, timestamp, two
-    64-bit content hashes, the key's first 81 bytes), kept in Spark's cache (memory, spilling to disk);
-    the copies of each distinct (topic, timestamp, 128-bit hash) are counted per side in a hash
-    aggregation; the driver gets the per-unit record counts and the contents whose copies differ; when
-    there are any, the cached rows are joined with them for the partition and offset of every copy."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Both clusters read once, in one Spark job of two stages. Reading tasks (one per offset range)
+    digest every record and cut the digests into `reducers` parts by digest; Spark brings each part of
+    every range to one matching task (:func:`kmirror.audit.match.match`), which returns the records of
+    the contents whose copies differ; the record counts per time bucket come back beside them."""
+    from kmirror.audit.match import RECORD, SCHEMA, match
 
-    df = read(spark, split(spans, range_size), settings, from_ms=from_ms, to_ms=to_ms)
-    cols = _content_hash_inputs()
-    hashed = df.select(
-        "side",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        F.xxhash64(*cols).alias("h1"),
-        F.xxhash64(F.lit(-1), *cols).alias("h2"),  # another seed: 128 bits together
-        F.substring("key", 1, 81).alias("key"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        different = F.col("s") != F.col("t")
-        unit = (
-            hashed.groupBy("topic", "timestamp", "h1", "h2")
-            .agg(F.sum(1 - F.col("side")).alias("s"), F.sum("side").alias("t"))
-            .select(
-                "topic",
-                (F.col("timestamp") - F.pmod("timestamp", F.lit(bucket_ms))).alias("bucket"),
-                (F.col("timestamp") >= F.lit(in_flight_from)).alias("fly"),
-                "s",
-                "t",
-                F.when(different, F.struct("timestamp", "h1", "h2")).alias("d"),
-            )
-            .groupBy("topic", "bucket", "fly", "d")
-            .agg(F.sum("s").alias("s"), F.sum("t").alias("t"))
-            .collect()
-        )
-        rows = [BucketRow(r.topic, r.bucket, r.fly, r.s, r.t, 0 if r.d is None else 1) for r in unit]
-        keys = [(r.topic, r.d.timestamp, r.d.h1, r.d.h2) for r in unit if r.d is not None]
-        if not keys:
-            return rows, []
-        wanted = spark.createDataFrame(keys, "topic string, timestamp bigint, h1 bigint, h2 bigint")
-        if len(keys) <= BROADCAST_MAX:  # few differences (the usual case): no shuffle of the cache
-            wanted = F.broadcast(wanted)
-        found = (
-            hashed.join(wanted, ["topic", "timestamp", "h1", "h2"])
-            .select("topic", "timestamp", "h1", "h2", "key", "side", "partition", "offset")
-            .collect()
-        )
-    finally:
-        hashed.unpersist()
+    topics = sorted({s.topic for s in spans})
+    total = sum(s.size for s in spans)
+    reducers = max(spark.sparkContext.defaultParallelism, -(-total // RECORDS_PER_MATCH))
+    df = read(
+        spark,
+        split(spans, range_size),
+        settings,
+        topics=topics,
+        from_ms=from_ms,
+        to_ms=to_ms,
+        bucket_ms=bucket_ms,
+        in_flight_from=in_flight_from,
+        reducers=reducers,
+    )
+    out = df.groupBy("r").applyInArrow(match, SCHEMA).toArrow()
+    c = {name: out.column(name).to_pylist() for name in out.column_names}
+    rows: list[BucketRow] = []
     by_content: dict[tuple[str, int, int, int], list[tuple[int, int, int]]] = {}
     key_of: dict[tuple[str, int, int, int], bytes | None] = {}
-    for r in found:
-        k = (r.topic, r.timestamp, r.h1, r.h2)
-        by_content.setdefault(k, []).append((r.side, r.partition, r.offset))
-        key_of[k] = None if r.key is None else bytes(r.key)
-    groups = [ContentGroup(k[0], k[1], key_of[k], locs) for k, locs in by_content.items()]
+    for i, kind in enumerate(c["kind"]):
+        topic = topics[c["topic"][i]]
+        if kind == RECORD:
+            k = (topic, c["timestamp"][i], c["h1"][i], c["h2"][i])
+            by_content.setdefault(k, []).append((c["side"][i], c["partition"][i], c["offset"][i]))
+            key_of[k] = c["key"][i]
+        else:
+            records = c["records"][i]
+            source, target = (records, 0) if c["side"][i] == SOURCE else (0, records)
+            rows.append(BucketRow(topic, c["bucket"][i], c["in_flight"][i], source, target))
+    groups = []
+    for k, locations in by_content.items():
+        topic, ts = k[0], k[1]
+        rows.append(BucketRow(topic, bucket_of(ts, bucket_ms), ts >= in_flight_from, 0, 0, 1))
+        groups.append(ContentGroup(topic, ts, key_of[k], locations))
     return rows, groups

@@ -1,0 +1,78 @@
+"""The matching task of the audit (one per digest range r, in a Spark Python worker): all the digests of
+both clusters whose h1 falls in r come together here, so every copy of a content does; the task returns
+the records of the contents whose copies differ, and passes the record counts per time bucket on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from kmirror.audit.digest import differing
+from kmirror.audit.source import COUNTS_ROW, unpack
+
+SCHEMA = (
+    "kind int, topic int, side int, partition int, offset bigint, timestamp bigint, h1 bigint, h2 bigint, "
+    "key binary, bucket bigint, in_flight boolean, records bigint"
+)
+COUNTS, RECORD = 0, 1  # values of kind
+_OUT = pa.schema(
+    [
+        ("kind", pa.int32()),
+        ("topic", pa.int32()),
+        ("side", pa.int32()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("h1", pa.int64()),
+        ("h2", pa.int64()),
+        ("key", pa.binary()),
+        ("bucket", pa.int64()),
+        ("in_flight", pa.bool_()),
+        ("records", pa.int64()),
+    ]
+)
+
+
+def match(rows: pa.Table) -> pa.Table:
+    """`rows`: the (r, blob) rows of one r. Counts rows pass through; digests are matched."""
+    r = rows.column("r")[0].as_py()
+    t = unpack(rows.column("blob").to_pylist())
+    n = t.num_rows
+    if r == COUNTS_ROW:
+        return _table(
+            {
+                "kind": np.full(n, COUNTS, np.int32),
+                "topic": t.column("topic"),
+                "side": t.column("side").cast(pa.int32()),
+                "bucket": t.column("bucket"),
+                "in_flight": t.column("in_flight"),
+                "records": t.column("records"),
+            },
+            n,
+        )
+    cols = {name: t.column(name).to_numpy() for name in ("topic", "side", "timestamp", "h1", "h2")}
+    idx = differing(cols["topic"], cols["timestamp"], cols["h1"], cols["h2"], cols["side"])
+    d = t.take(pa.array(idx))
+    return _table(
+        {
+            "kind": np.full(len(idx), RECORD, np.int32),
+            **{name: d.column(name) for name in ("topic", "partition", "offset", "timestamp", "h1", "h2")},
+            "side": d.column("side").cast(pa.int32()),
+            "key": d.column("key").cast(pa.binary()),
+        },
+        len(idx),
+    )
+
+
+def _table(columns: dict[str, object], n: int) -> pa.Table:
+    """The output table: the columns given (numpy or Arrow), NULLs for the others."""
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    for f in _OUT:
+        c = columns.get(f.name)
+        if c is None:
+            arrays.append(pa.nulls(n, f.type))
+        elif isinstance(c, pa.Array | pa.ChunkedArray):
+            arrays.append(c)
+        else:
+            arrays.append(pa.array(c, f.type))
+    return pa.Table.from_arrays(arrays, schema=_OUT)
