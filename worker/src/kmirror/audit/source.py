@@ -65,6 +65,9 @@ COUNTS = pa.schema(
 COUNTS_ROW = -1  # the value of r of the row that holds a range's record counts
 BATCH = 10_000
 GC_THRESHOLD = 50_000
+# Records per packed row (~250 KB): rows stay below the JVM's large-object size (G1 allocates a value over
+# half a heap region, 512 KB with a 1 GB heap, as a "humongous" object, slowly).
+BLOB_RECORDS = 4_096
 STALL_S = 60.0  # no record for this long while records are still due: the range cannot be read
 
 
@@ -152,9 +155,10 @@ class DigestedSpan:
             order = np.argsort(r, kind="stable")
             bounds = np.searchsorted(r[order], np.arange(reducers + 1))
             for i in range(reducers):
-                if bounds[i + 1] > bounds[i]:
+                for lo in range(bounds[i], bounds[i + 1], BLOB_RECORDS):
                     rs.append(i)
-                    blobs.append(_ipc(table.take(pa.array(order[bounds[i] : bounds[i + 1]]))))
+                    hi = min(lo + BLOB_RECORDS, bounds[i + 1])
+                    blobs.append(_ipc(table.take(pa.array(order[lo:hi]))))
         bucket, fly, count = bucket_counts(stamps, bucket_ms, in_flight_from)
         m = len(bucket)
         counts = pa.RecordBatch.from_arrays(

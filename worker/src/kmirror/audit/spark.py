@@ -121,6 +121,10 @@ def session(
     if not submitted and (master or "local").startswith("local"):
         b = b.config("spark.sql.shuffle.partitions", "4")
     b = b.config("spark.ui.showConsoleProgress", "false")
+    b = b.config("spark.python.daemon.module", "kmirror.audit.daemon")
+    # Spark moves a few hundred packed rows of digests (random bytes: compressing them is wasted CPU)
+    # and evaluates a few rows per range: compiling generated code costs more than it saves.
+    b = b.config("spark.shuffle.compress", "false").config("spark.sql.codegen.wholeStage", "false")
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
