@@ -388,9 +388,10 @@ def report(  # noqa: PLR0917
         f"JVM exit {rest:.1f} s; planning the offsets on the driver {plan_s:.1f} s; the JVM and Spark "
         f"session start {start_s:.1f} s; the one Spark job {compare_s:.1f} s, of which a warm session "
         f"needs {warm_compare:.1f} s: the rest ({compare_s - warm_compare:.1f} s) is what a first job "
-        "pays once (Python worker and Data Source planner processes starting and importing pyspark, pyarrow "
-        "and confluent-kafka, code generation, the JVM's JIT warming up; not measured one by one). In "
-        "the bench process: session start "
+        "pays once (Spark's Python daemon starting and importing pyarrow, numpy, confluent-kafka and the "
+        "audit's modules once for all its workers, the Data Source planner, the JVM's JIT warming up; not "
+        "measured one by one; whole-stage code generation is off: the job evaluates a few rows per "
+        "range). In the bench process: session start "
         f"{session_s:.1f} s, its first audit {first_s:.1f} s. The command maps the driver JVM's class-data "
         "archive when an earlier command recorded it (`~/.cache/kmirror`; the first command on a machine "
         "records it as its JVM exits).",
