@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from kmirror.audit.digest import differing
 from kmirror.audit.source import COUNTS_ROW, unpack
 
-SCHEMA = (
-    "kind int, topic int, side int, partition int, offset bigint, timestamp bigint, h1 bigint, h2 bigint, "
-    "key binary, bucket bigint, in_flight boolean, records bigint"
-)
 COUNTS, RECORD = 0, 1  # values of kind
 _OUT = pa.schema(
     [
@@ -31,6 +28,7 @@ _OUT = pa.schema(
         ("records", pa.int64()),
     ]
 )
+SCHEMA = from_arrow_schema(_OUT)  # the same, as Spark's type of applyInArrow's output
 
 
 def match(rows: pa.Table) -> pa.Table:
