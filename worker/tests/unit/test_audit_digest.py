@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from kmirror.audit import digest, match
+from kmirror.audit import digest, match, source
 from kmirror.audit.digest import bucket_counts, differing, record_digests, reducer_of
 from kmirror.audit.scope import Span
 from kmirror.audit.source import COUNTS_ROW, DigestedSpan
@@ -100,18 +100,19 @@ def test_a_span_packed_and_matched_names_the_differences_with_keys():
     source, target = Span(0, "t", 0, 0, 3), Span(1, "t", 2, 0, 3)
     blobs: dict[int, list[bytes]] = {}
     for span, keys in ((source, [b"a", b"b", b"c"]), (target, [b"a", b"c", b"c"])):
-        d = DigestedSpan(span, 0)
+        d = DigestedSpan(span, 0, 3)
         stamps = np.array([100, 200, 300] if span is source else [100, 300, 300], np.int64)
-        d.add(([0, 1, 2], stamps, keys, keys, [None] * 3))
-        packed = d.packed(3, 1000, 10_000)
+        assert d.add(([0, 1, 2], stamps, keys, keys, [None] * 3)) is None  # no share fills a row
+        packed = d.finish(1000, 10_000)
         for r, blob in zip(packed.column(0).to_pylist(), packed.column(1).to_pylist(), strict=True):
             blobs.setdefault(r, []).append(blob)
-    counts = match.match(pa.table({"r": [COUNTS_ROW] * 2, "blob": blobs.pop(COUNTS_ROW)}))
+    counts_blobs = blobs.pop(COUNTS_ROW)
+    counts = _matched({"r": [COUNTS_ROW] * 2, "blob": counts_blobs})
     sums = zip(*(counts.column(c).to_pylist() for c in ("side", "bucket", "records")), strict=True)
     assert sorted(sums) == [(0, 0, 3), (1, 0, 3)]
     found = []
     for r, parts in blobs.items():
-        out = match.match(pa.table({"r": [r] * len(parts), "blob": parts}))
+        out = _matched({"r": [r] * len(parts), "blob": parts})
         cols = ("kind", "side", "partition", "offset", "key")
         found += list(zip(*(out.column(c).to_pylist() for c in cols), strict=True))
     assert sorted(found) == [
@@ -120,3 +121,44 @@ def test_a_span_packed_and_matched_names_the_differences_with_keys():
         (match.RECORD, 1, 2, 1, b"c"),
         (match.RECORD, 1, 2, 2, b"c"),
     ]
+    # One task given the counts and every r at once (fewer tasks than r) finds the same.
+    every = [(r, b) for r, parts in [(COUNTS_ROW, counts_blobs), *blobs.items()] for b in parts]
+    out = _matched({"r": [r for r, _ in every], "blob": [b for _, b in every]})
+    assert out.column("kind").to_pylist().count(match.COUNTS) == 2
+    cols = ("kind", "side", "partition", "offset", "key")
+    rows = list(zip(*(out.column(c).to_pylist() for c in cols), strict=True))
+    assert sorted(r for r in rows if r[0] == match.RECORD) == sorted(found)
+
+
+def test_rows_are_handed_on_as_a_share_fills_and_every_record_is_in_one(monkeypatch):
+    monkeypatch.setattr(source, "BLOB_RECORDS", 3)
+    d = DigestedSpan(Span(0, "t", 4, 0, 50), 7, 2)
+    rows = []
+    for lo in range(0, 50, 10):
+        keys = [b"k%d" % i for i in range(lo, lo + 10)]
+        got = d.add(
+            (list(range(lo, lo + 10)), np.arange(lo, lo + 10, dtype=np.int64), keys, keys, [None] * 10)
+        )
+        assert got is not None  # 10 records over 2 shares: at least one share has 3 waiting
+        rows.append(got)
+    rows.append(d.finish(1000, 10_000))
+    every = pa.Table.from_batches(rows)
+    r, blobs = every.column("r").to_pylist(), every.column("blob").to_pylist()
+    records = [source.unpack([b]) for x, b in zip(r, blobs, strict=True) if x != COUNTS_ROW]
+    assert all(t.num_rows <= 3 for t in records)
+    assert sum(t.num_rows < 3 for t in records) <= 2  # only the last row of each share is short
+    t = pa.concat_tables(records)
+    assert sorted(t.column("offset").to_pylist()) == list(range(50))
+    assert set(t.column("partition").to_pylist()) == {4} and set(t.column("topic").to_pylist()) == {7}
+    for x, b in zip(r, blobs, strict=True):
+        if x != COUNTS_ROW:
+            h1 = source.unpack([b]).column("h1").to_numpy()
+            assert (reducer_of(h1, 2) == x).all()
+    counts = source.unpack([b for x, b in zip(r, blobs, strict=True) if x == COUNTS_ROW])
+    assert counts.column("records").to_pylist() == [50] and counts.column("side").to_pylist() == [0]
+
+
+def _matched(rows: dict[str, list]) -> pa.Table:
+    """What one matching task returns for these (r, blob) rows, in two batches as Spark may send them."""
+    batch = pa.RecordBatch.from_pydict(rows)
+    return pa.Table.from_batches(match.match(iter([batch.slice(0, 1), batch.slice(1)])), match.OUT)

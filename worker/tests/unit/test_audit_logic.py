@@ -21,7 +21,7 @@ from kmirror.audit.scope import (
     parse_duration,
     parse_time,
     planned_end,
-    split,
+    tasks,
 )
 from kmirror.errors import ConfigError
 
@@ -39,19 +39,37 @@ def test_planned_end_takes_the_furthest_of_watermark_and_last_offset_read():
     assert planned_end(0, None) == 0
 
 
-def test_split_cuts_spans_into_ranges_largest_first():
-    spans = [Span(SOURCE, "a", 0, 10, 35), Span(TARGET, "a", 0, 0, 7), Span(SOURCE, "b", 1, 5, 5)]
-    out = split(spans, 10)
-    assert sorted(out) == [
-        Span(SOURCE, "a", 0, 10, 20),
-        Span(SOURCE, "a", 0, 20, 30),
-        Span(SOURCE, "a", 0, 30, 35),
-        Span(TARGET, "a", 0, 0, 7),
+def test_tasks_cut_each_cluster_into_equal_tasks_of_one_cluster_largest_first():
+    six = [Span(SOURCE, "a", p, 0, 166_667) for p in range(6)] + [
+        Span(TARGET, "a", p, 10, 165_927) for p in range(6)
     ]
-    assert [s.size for s in out] == [10, 10, 7, 5]
-    assert sum(s.size for s in out) == 25 + 7
+    out = tasks(six, 1_000_000, cores=2)  # about 2 tasks per core
+    assert [sum(r.size for r in t) for t in out] == [500_001, 500_001, 497_751, 497_751]
+    assert all(len({r.side for r in t}) == 1 for t in out)
+    for side in (SOURCE, TARGET):  # every offset in exactly one task
+        got = sorted((r.partition, r.start, r.end) for t in out for r in t if r.side == side)
+        want = sorted((s.partition, s.start, s.end) for s in six if s.side == side)
+        assert _merged(got) == want
+    # the size cap wins over the tasks per core; a task is never empty and ranges are never empty
+    spans = [Span(SOURCE, "a", 0, 10, 35), Span(TARGET, "a", 0, 0, 7), Span(SOURCE, "b", 1, 5, 5)]
+    out = tasks(spans, 10, cores=1)
+    assert [[(r.topic, r.start, r.end) for r in t] for t in out] == [
+        [("a", 10, 19)], [("a", 19, 28)], [("a", 28, 35)], [("a", 0, 7)]
+    ]  # fmt: skip
+    assert all(r.size for t in out for r in t)
+    assert tasks([], 10, cores=4) == []
     with pytest.raises(ValueError):
-        split(spans, 0)
+        tasks(spans, 0, cores=1)
+
+
+def _merged(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
+    for p, start, end in ranges:
+        if out and out[-1][0] == p and out[-1][2] == start:
+            out[-1] = (p, out[-1][1], end)
+        else:
+            out.append((p, start, end))
+    return out
 
 
 def test_span_round_trips_as_a_list():

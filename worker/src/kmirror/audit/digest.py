@@ -127,7 +127,7 @@ def differing(
     if n == 0:
         return np.empty(0, np.int64)
     mix = fmix64(h1.view(U64) ^ (ts.view(U64) * _K_TS) ^ (topic.astype(np.int64).view(U64) * _K_TOPIC))
-    order = np.argsort(mix, kind="stable")
+    order = np.argsort(mix)
     m = mix[order]
     new = np.empty(n, bool)
     new[0] = True

@@ -49,7 +49,7 @@ from kmirror.errors import Command, KmirrorError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_RANGE_SIZE = 250_000
+DEFAULT_RANGE_SIZE = 1_000_000
 
 
 @dataclass
@@ -212,7 +212,8 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         type=int,
         default=DEFAULT_RANGE_SIZE,
         metavar="N",
-        help=f"offsets per Spark partition (default {DEFAULT_RANGE_SIZE})",
+        help="offsets read by one Spark task at most (tasks are also cut to about two per core; "
+        f"default {DEFAULT_RANGE_SIZE})",
     )
     p.add_argument(
         "--max-listed",

@@ -112,16 +112,36 @@ def planned_end(high_watermark: int, last_seen: int | None) -> int:
     return max(high_watermark, last_seen + 1) if last_seen is not None else high_watermark
 
 
-def split(spans: Iterable[Span], max_records: int) -> list[Span]:
-    """Cut every span into ranges of at most `max_records` offsets: one Spark partition each. Largest
-    first, so that the longest tasks start first."""
+TASKS_PER_CORE = 2  # reading tasks per core: few consumers to start, and a slow one is caught up
+
+
+def tasks(spans: Iterable[Span], max_records: int, cores: int) -> list[list[Span]]:
+    """The reading tasks: each cluster's offsets cut into tasks of equal size (a task reads its ranges
+    one after the other with one consumer, so a task never mixes clusters), about TASKS_PER_CORE tasks
+    per core and none over `max_records` offsets. Largest first, so that the longest tasks start first."""
     if max_records < 1:
         raise ValueError("max_records must be positive")
-    out = []
-    for s in spans:
-        start = s.start
-        while start < s.end:
-            end = min(s.end, start + max_records)
-            out.append(Span(s.side, s.topic, s.partition, start, end))
-            start = end
-    return sorted(out, key=lambda s: (-s.size, s))
+    spans = [s for s in spans if s.size]
+    total = sum(s.size for s in spans)
+    size = max(1, min(max_records, -(-total // (TASKS_PER_CORE * max(1, cores)))))
+    out: list[list[Span]] = []
+    for side in sorted({s.side for s in spans}):
+        mine = sorted((s for s in spans if s.side == side), key=lambda s: (s.topic, s.partition, s.start))
+        offsets = sum(s.size for s in mine)
+        count = max(1, round(offsets / size), -(-offsets // max_records))
+        each = -(-offsets // count)  # the last task of the cluster may be a little smaller
+        task: list[Span] = []
+        room = each
+        for s in mine:
+            start = s.start
+            while start < s.end:
+                end = min(s.end, start + room)
+                task.append(Span(s.side, s.topic, s.partition, start, end))
+                room -= end - start
+                start = end
+                if room == 0:
+                    out.append(task)
+                    task, room = [], each
+        if task:
+            out.append(task)
+    return sorted(out, key=lambda t: -sum(r.size for r in t))
