@@ -62,8 +62,9 @@ CONSTANTS = {"topic": pa.int32(), "side": pa.int8(), "partition": pa.int32()}  #
 COUNTS_ROW = -1  # the value of r of the row that holds a range's record counts
 BATCH = 10_000
 GC_THRESHOLD = 50_000
-# Records per packed row (~250 KB): rows stay below the JVM's large-object size (G1 allocates a value over
-# half a heap region, 512 KB with a 1 GB heap, as a "humongous" object, slowly).
+# Records per packed row (~180 KB with short keys, 480 KB with 81-byte key prefixes): rows stay below the
+# JVM's large-object size (G1 allocates a value over half a heap region, 512 KB with a 1 GB heap, as a
+# "humongous" object, slowly).
 BLOB_RECORDS = 4_096
 STALL_S = 60.0  # no record for this long while records are still due: the range cannot be read
 
