@@ -18,7 +18,7 @@ bucket differs. Records read = both clusters (about 2 x N).
 Peak RSS: the largest total resident memory of the contender's processes (driver, JVM, Python workers),
 sampled every 100 ms; brokers not counted.
 
-    flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py [--records N] [--repeat 3]
+    flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py [--records N] [--repeat 5]
                                                                    [--write docs/benchmarks.md]
 """
 
@@ -263,7 +263,7 @@ def median(runs: list[Result], key: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic on the source")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is reported")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per contender; the median is reported")
     ap.add_argument("--write", type=Path, help="replace the audit section of this markdown file")
     ap.add_argument("--raw-read", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -6,7 +6,7 @@
 #                         ~7-8 min on 2 cores, most of it Spark start-up)
 #   make bench-audit      the audit command (cold) and a warm session vs the raw two-process read of the same
 #                         data -> docs/benchmarks.md (its own section between <!-- audit:begin/end -->
-#                         markers; ~15-30 min; under flock /tmp/kmirror-bench.lock)
+#                         markers; ~20-30 min, 5 runs per contender; under flock /tmp/kmirror-bench.lock)
 #   make lint-audit       ansible-lint --profile production on the audit role and playbook
 #   make molecule-audit   the audit role on a real systemd-nspawn guest (root; Java via an apt proxy)
 
