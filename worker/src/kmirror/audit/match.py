@@ -43,8 +43,9 @@ def match(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     rows = pa.Table.from_batches(got)
     r = rows.column("r").to_numpy()
     blobs = rows.column("blob").to_pylist()
-    counts = [b for b, is_counts in zip(blobs, r == COUNTS_ROW, strict=True) if is_counts]
-    digests = [b for b, is_counts in zip(blobs, r == COUNTS_ROW, strict=True) if not is_counts]
+    is_counts = (r == COUNTS_ROW).tolist()
+    counts = [b for b, c in zip(blobs, is_counts, strict=True) if c]
+    digests = [b for b, c in zip(blobs, is_counts, strict=True) if not c]
     if counts:
         yield from _counts(unpack(counts)).to_batches()
     if digests:
