@@ -30,6 +30,7 @@ from mirror_harness import (
 
 from kmirror.audit import job
 from kmirror.audit import spark as audit_spark
+from kmirror.audit.scope import tasks
 
 BASE_TS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 MINUTE = 60_000
@@ -137,8 +138,12 @@ def test_planted_drops_duplicates_and_extras_are_found_exactly(kafka, spark, tmp
     # The worker's topic filter: whole-name Java regexes, an exclude, never internal topics.
     planned = job.plan(options(kafka, ".*", exclude="pay.*"))
     assert {(s.side, s.topic) for s in planned.spans} == {(0, "orders"), (1, "orders")}
-    # Small ranges: every partition is read as several Spark partitions.
-    rep = job.run(spark, options(kafka, "orders|payments", bucket_ms=MINUTE, range_size=40))
+    # Small tasks: partitions are cut into several tasks, and one consumer reads the end of one partition
+    # and the start of the next (the reading tasks of this run, as the job plans them).
+    o = options(kafka, "orders|payments", bucket_ms=MINUTE, range_size=40)
+    reading = tasks(job.plan(o).spans, 40, spark.sparkContext.defaultParallelism)
+    assert any(len({(r.topic, r.partition) for r in t}) > 1 for t in reading)
+    rep = job.run(spark, o)
     assert located(rep, "missing_records") == missing
     assert located(rep, "duplicated_records") == dups
     assert located(rep, "unexpected_records") == unexpected

@@ -200,7 +200,7 @@ def _ipc(data: pa.RecordBatch | pa.Table) -> bytes:
 
 
 def unpack(blobs: list[bytes]) -> pa.Table:
-    """The rows packed by :meth:`DigestedSpan.packed` (all records, or all counts), as one table with
+    """The rows packed by :class:`DigestedSpan` (all records, or all counts), as one table with
     the topic, side and partition columns."""
     tables = []
     for blob in blobs:
