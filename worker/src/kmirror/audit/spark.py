@@ -3,6 +3,7 @@ once, digests every record in the reading tasks and names the records whose copi
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -32,6 +33,18 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 # Records (digests, ~50 B each with a short key) per matching task at most: the memory of one task.
 RECORDS_PER_MATCH = 2_000_000
+
+
+def log4j_file() -> Path:
+    """The driver JVM's log4j2 configuration: a new file of this process, private to its user (mode 0600,
+    created exclusively under a random name by mkstemp, removed at exit). Never a file at a known path in
+    the shared temporary directory, which another local user could have put there with appenders of
+    their own."""
+    fd, name = tempfile.mkstemp(prefix="kmirror-audit-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(_LOG4J)
+    atexit.register(Path(name).unlink, missing_ok=True)
+    return Path(name)
 
 
 def under_spark_submit() -> bool:
@@ -111,9 +124,7 @@ def session(
         b = b.master(master or "local[*]")
     if not submitted:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        log4j = Path(tempfile.gettempdir()) / "kmirror-audit-log4j2.properties"
-        if not log4j.exists():
-            log4j.write_text(_LOG4J)
+        log4j = log4j_file()
         # C1 only: the JVM moves packed rows and plans one job; full (C2) compilation of Spark's code
         # cost seconds of CPU at every start (measured: the command 3-4 s faster cold, the job no slower).
         java = f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1"
