@@ -163,16 +163,25 @@ variable "disable_api_termination" {
 ################################################################################
 
 variable "operator_cidr_blocks" {
-  description = "CIDR blocks allowed to reach the hosts over SSH (the Ansible controller, a bastion or a VPN range). Nothing else may connect in."
+  description = "CIDR blocks allowed to reach the hosts over SSH (the Ansible controller, a bastion or a VPN range). Nothing else may connect in. Public blocks must be /16 or narrower (IPv6: /48); wider ones only inside private space (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)."
   type        = list(string)
 
   validation {
     condition     = length(var.operator_cidr_blocks) > 0 && alltrue([for c in var.operator_cidr_blocks : can(cidrhost(c, 0))])
     error_message = "operator_cidr_blocks must hold at least one valid CIDR block."
   }
+  # By address range, not by spelling: 0.0.0.0/1 and 128.0.0.0/1 together are the whole internet too. A block
+  # is accepted when it is narrow (IPv4 /16, IPv6 /48 or longer) or lies inside a private range: its network
+  # address cut to the range's prefix is the range's own (cidrhost(..., 0) is a block's network address).
   validation {
-    condition     = alltrue([for c in var.operator_cidr_blocks : !contains(["0.0.0.0/0", "::/0"], c)])
-    error_message = "SSH must not be open to the whole internet (0.0.0.0/0 or ::/0)."
+    condition = alltrue([for c in var.operator_cidr_blocks : try(
+      strcontains(c, ":")
+      ? (tonumber(split("/", c)[1]) >= 48 || (tonumber(split("/", c)[1]) >= 7 && cidrhost("${cidrhost(c, 0)}/7", 0) == "fc00::"))
+      : (tonumber(split("/", c)[1]) >= 16 || anytrue([for p in ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"] :
+        tonumber(split("/", c)[1]) >= tonumber(split("/", p)[1]) && cidrhost("${cidrhost(c, 0)}/${split("/", p)[1]}", 0) == cidrhost(p, 0)
+      ])),
+    true)])
+    error_message = "SSH must not be open to the internet: operator_cidr_blocks may hold public blocks of /16 or narrower (IPv6 /48), and wider ones only inside private space (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)."
   }
 }
 
@@ -205,8 +214,8 @@ variable "broker_egress" {
     error_message = "broker_egress names must be unique DNS labels."
   }
   validation {
-    condition     = alltrue([for e in var.broker_egress : length(e.cidr_blocks) > 0 && alltrue([for c in e.cidr_blocks : can(cidrhost(c, 0)) && !contains(["0.0.0.0/0", "::/0"], c)])])
-    error_message = "Every broker_egress entry needs valid CIDR blocks, none of them 0.0.0.0/0 or ::/0."
+    condition     = alltrue([for e in var.broker_egress : length(e.cidr_blocks) > 0 && alltrue([for c in e.cidr_blocks : can(cidrhost(c, 0)) && try(tonumber(split("/", c)[1]) >= (strcontains(c, ":") ? 16 : 8), false)])])
+    error_message = "Every broker_egress entry needs valid CIDR blocks of at most a /8 (IPv6 /16): not the internet (0.0.0.0/0, ::/0, 0.0.0.0/1, ...)."
   }
   validation {
     condition     = alltrue([for e in var.broker_egress : length(e.ports) > 0 && alltrue([for p in e.ports : p >= 1 && p <= 65535 && floor(p) == p])])
