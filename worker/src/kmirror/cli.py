@@ -11,7 +11,7 @@ from dataclasses import asdict
 from kmirror import __version__, audit
 from kmirror.config import ClientConfig, kerberos, load_client_config, safety, translation
 from kmirror.config.filters import TopicFilter
-from kmirror.errors import Command, ConfigError, run_command
+from kmirror.errors import Command, ConfigError, run_command, stdout_closed_quietly
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
 from kmirror.mirror.plan import (
@@ -59,6 +59,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     runner.setup_logging(a.log_level)
     plan = build_plan(_options(a))
+    # The metrics port is taken first, before anything connects or starts: a port in use or an address not
+    # of this host is one line and exit 2, and nothing has started.
+    collector = runner.serve_metrics(a.metrics_port, a.metrics_address) if a.metrics_port else None
     for s in plan.sources:
         for note in s.config.notes:
             runner.log.info("%s: %s", s.config.origin, note)
@@ -73,7 +76,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.streams_per_source,
         plan.producer.settings.get("bootstrap.servers"),
     )
-    return runner.run(plan.stream_specs(), a.log_level, a.metrics_port, group_syncs=plan.group_syncs())
+    return runner.run(plan.stream_specs(), a.log_level, collector, group_syncs=plan.group_syncs())
 
 
 def _report(cfg: ClientConfig, name: str | None, topics: TopicFilter | None = None) -> dict[str, object]:
@@ -169,7 +172,8 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with stdout_closed_quietly():  # --help and --version write to stdout too
+        args = build_parser().parse_args(argv)
     return run_command(args.command, COMMANDS[args.command], args)
 
 

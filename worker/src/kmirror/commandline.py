@@ -4,11 +4,12 @@ sub-command is added, and how `python -m kmirror.X` runs one sub-command alone."
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from kmirror.errors import Command, run_command
+from kmirror.errors import Command, run_command, stdout_closed_quietly
 
 
 class Parser(argparse.ArgumentParser):
@@ -16,6 +17,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# The longest wait a seconds option takes (a day): a timeout or an interval beyond it is a mistake, and
+# Python's sleep and librdkafka's timeouts refuse much larger values with an error of their own.
+MAX_SECONDS = 86_400.0
+
+
+def seconds(*, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type for a duration in seconds: a finite number up to MAX_SECONDS, more than 0 (or 0
+    too, with `zero`); anything else is a usage error (one line, exit 2)."""
+    expected = f"seconds {'from 0' if zero else 'above 0'} up to {MAX_SECONDS:.0f}"
+
+    def parse(value: str) -> float:
+        try:
+            s = float(value)
+        except ValueError:
+            s = math.nan
+        if not (0 <= s <= MAX_SECONDS) or (s == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+        return s
+
+    return parse
 
 
 Register = Callable[["argparse._SubParsersAction[Parser]"], argparse.ArgumentParser]
@@ -51,6 +74,7 @@ def run_alone(
     """`python -m kmirror.X ARGS`: the same as `kmirror NAME ARGS` (parser, errors, exit codes)."""
     _, sub = top_parser()
     register(sub)
-    args = sub._name_parser_map[name].parse_args(sys.argv[1:] if argv is None else argv)
+    with stdout_closed_quietly():  # --help writes to stdout
+        args = sub._name_parser_map[name].parse_args(sys.argv[1:] if argv is None else argv)
     args.command = name
     return run_command(name, commands[name], args)

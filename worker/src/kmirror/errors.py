@@ -10,9 +10,16 @@ the file, the key and the fix, e.g.::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import select
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+# A command whose reader went away (`kmirror config-keys | head`) ends quietly with this code: its output
+# was not all written (Python's own code for it; README "Exit codes").
+EXIT_STDOUT_CLOSED = 1
 
 
 class KmirrorError(Exception):
@@ -63,9 +70,43 @@ class Command:
 
 def run_command(name: str, command: Command, args: argparse.Namespace) -> int:
     """The one place an error becomes output and an exit code, for `kmirror NAME` and
-    `python -m kmirror.X`: one line ``kmirror NAME: error: ...`` on stderr, nothing on stdout."""
+    `python -m kmirror.X`: one line ``kmirror NAME: error: ...`` on stderr, nothing on stdout.
+    A closed stdout ends the command quietly (:func:`stdout_closed_quietly`)."""
+    with stdout_closed_quietly():
+        try:
+            code = command.run(args)
+        except KmirrorError as exc:
+            print(f"kmirror {name}: error: {one_line(str(exc))}", file=sys.stderr)
+            code = exc.exit_code if command.error_exit is None else command.error_exit
+    return code
+
+
+@contextlib.contextmanager
+def stdout_closed_quietly() -> Iterator[None]:
+    """Writing to a stdout whose reader has gone (`kmirror config-keys | head`) ends the process quietly
+    with :data:`EXIT_STDOUT_CLOSED`, with no traceback and no "Exception ignored" at exit (the recipe of
+    Python's signal module docs: stdout is pointed at /dev/null, so the final flush has nowhere to fail).
+    Output is flushed here, so that a closed pipe shows here and not at exit; a BrokenPipeError that is
+    not stdout's (a socket's) goes on as it came."""
     try:
-        return command.run(args)
-    except KmirrorError as exc:
-        print(f"kmirror {name}: error: {one_line(str(exc))}", file=sys.stderr)
-        return exc.exit_code if command.error_exit is None else command.error_exit
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(EXIT_STDOUT_CLOSED) from None
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe or socket with no reader left (poll reports an error or hang-up)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))

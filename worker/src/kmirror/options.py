@@ -9,6 +9,7 @@ from kmirror import __version__, audit
 from kmirror.commandline import add_command, top_parser
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
+from kmirror.mirror.metrics import DEFAULT_ADDRESS as DEFAULT_METRICS_ADDRESS
 from kmirror.mirror.plan import (
     DEFAULT_NUM_PRODUCERS,
     DEFAULT_QUEUE_SIZE,
@@ -29,6 +30,24 @@ def _bool(value: str) -> bool:
     if v in ("false", "no", "0"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {value!r}")
+    return port
+
+
+def _address(value: str) -> str:
+    if not value.strip() or "\0" in value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address or host name (0.0.0.0 for every address), got {value!r}"
+        )
+    return value
 
 
 def _add_sources(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -196,9 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--metrics.port",
         dest="metrics_port",
-        type=int,
+        type=_port,
         metavar="PORT",
-        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: off)",
+        help="serve Prometheus metrics on http://ADDR:PORT/metrics (default: off; 0: off)",
+    )
+    run.add_argument(
+        "--metrics.address",
+        dest="metrics_address",
+        type=_address,
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="ADDR",
+        help=f"the address --metrics.port listens on (default {DEFAULT_METRICS_ADDRESS}: this host only; "
+        "0.0.0.0 or :: for every address, so that Prometheus on another host can scrape it)",
     )
     run.add_argument(
         "--log.level",

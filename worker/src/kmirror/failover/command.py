@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror.commandline import Parser, add_command, add_file_option
+from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover.clusters import (
@@ -175,12 +175,12 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
     p.add_argument("--apply", action="store_true", help="commit the translated offsets on the target")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
-        "--timeout", type=float, default=10.0, metavar="S", help="target request timeout (default 10)"
+        "--timeout", type=seconds(), default=10.0, metavar="S", help="target request timeout (default 10)"
     )
     p.add_argument(
         "--source.timeout",
         dest="source_timeout",
-        type=float,
+        type=seconds(),
         default=5.0,
         metavar="S",
         help="how long to try the source before using the checkpoints (default 5)",

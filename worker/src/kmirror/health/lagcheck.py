@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kmirror.commandline import Parser, add_command, run_alone
+from kmirror.commandline import Parser, add_command, run_alone, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError, one_line
 from kmirror.health import lag
@@ -215,12 +215,12 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         "(target) cluster from the mirror's last checkpoints (docs/failover.md)",
     )
     p.add_argument("--json", action="store_true", help="JSON output (one object per sample with --watch)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="broker request timeout")
+    p.add_argument("--timeout", type=seconds(), default=10.0, metavar="S", help="broker request timeout")
     w = p.add_argument_group("watch")
     w.add_argument("--watch", action="store_true", help="sample repeatedly and evaluate the group's health")
     w.add_argument(
         "--interval",
-        type=float,
+        type=seconds(zero=True),
         default=60.0,
         metavar="S",
         help="seconds between samples (default 60; keep it at least the group's offset commit interval)",

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector as _Collector
 
+# The address the metrics server listens on unless --metrics.address says otherwise: this host only (the
+# Ansible role kmirror_service sets it explicitly, kmirror_service_metrics_address).
+DEFAULT_ADDRESS = "127.0.0.1"
+
 # Replication latency (now - record timestamp) buckets, in seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -33,10 +35,10 @@ from types import FrameType
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
 
-from kmirror.errors import KmirrorError
+from kmirror.errors import ConfigError, KmirrorError, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
 from kmirror.mirror.engine import Stream, StreamSpec
-from kmirror.mirror.metrics import Collector, Snapshot
+from kmirror.mirror.metrics import DEFAULT_ADDRESS, Collector, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +123,48 @@ def _child(
     sys.exit(run_stream(spec, reports.put if reports is not None else None, count, interrupt=False))
 
 
-def serve_metrics(port: int, address: str = "0.0.0.0") -> Collector:
-    """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format)."""
+def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
+    """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format).
+
+    Called before any client connects: an address or port it cannot listen on is a ConfigError (one
+    line, exit 2) and nothing has started."""
+    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
     collector = Collector()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    start_http_server(port, addr=address, registry=registry)
-    log.info("metrics on http://%s:%d/metrics", address, port)
+    try:
+        start_http_server(port, addr=address, registry=registry)
+    except (OSError, ValueError, OverflowError) as exc:
+        raise metrics_bind_error(exc, address, port, where) from None
+    log.info("metrics on http://%s/metrics", where)
     return collector
+
+
+def metrics_bind_error(exc: BaseException, address: str, port: int, where: str) -> ConfigError:
+    """Why the metrics server cannot listen on ADDRESS:PORT, with the option to change."""
+    code = exc.errno if isinstance(exc, OSError) and not isinstance(exc, socket.gaierror) else None
+    reason = one_line(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+    if code == errno.EADDRINUSE:
+        return ConfigError(
+            f"cannot listen on {where}: the port is in use",
+            key="--metrics.port",
+            fix=f"give another --metrics.port, or stop what listens there (ss -ltnp 'sport = :{port}')",
+        )
+    if code == errno.EACCES:
+        return ConfigError(
+            f"cannot listen on {where}: {reason}",
+            key="--metrics.port",
+            fix="give a --metrics.port of 1024 or more (lower ports need privileges)",
+        )
+    if isinstance(exc, OverflowError):
+        return ConfigError(
+            f"cannot listen on {where}: {reason}", key="--metrics.port", fix="give a port 1-65535"
+        )
+    return ConfigError(
+        f"cannot listen on {where}: {reason}",
+        key="--metrics.address",
+        fix="give an address of this host (127.0.0.1: this host only; 0.0.0.0 or ::: every address)",
+    )
 
 
 def _pump(reports: Queue[Snapshot], collector: Collector) -> None:
@@ -139,10 +175,11 @@ def _pump(reports: Queue[Snapshot], collector: Collector) -> None:
 def run(
     specs: list[StreamSpec],
     level: str = "INFO",
-    metrics_port: int | None = None,
+    collector: Collector | None = None,
     group_syncs: list[GroupSync] | None = None,
 ) -> int:
-    collector = serve_metrics(metrics_port) if metrics_port else None
+    """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
+    first, so that a port it cannot take stops the run before anything starts), None without one."""
     if group_syncs:  # threads of this (supervisor) process; daemons, they end with it
         stop_syncs = threading.Event()
         for g in group_syncs:

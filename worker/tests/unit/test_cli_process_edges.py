@@ -1,0 +1,319 @@
+"""The edges of the `kmirror` process, run as an operator runs it (`.venv/bin/kmirror` in a subprocess):
+a closed stdout (`kmirror config-keys | head`), a metrics port already in use, the metrics address.
+
+No broker is needed: the consumer and producer files point at a local socket that only listens, so a
+test sees whether `kmirror run` tried to connect at all, or at 127.0.0.1:1 (nothing listens there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+KMIRROR = str(Path(sys.executable).with_name("kmirror"))
+TIMEOUT = 60
+
+
+def python_env(buffered: bool = True) -> dict[str, str]:
+    """The command's environment: stdout buffered (an operator's shell), or PYTHONUNBUFFERED set."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return env if buffered else {**env, "PYTHONUNBUFFERED": "1"}
+
+
+def kmirror(
+    *argv: str, stdout: int = subprocess.PIPE, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KMIRROR, *argv], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT, env=env
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def listening(address: str = "127.0.0.1") -> Iterator[socket.socket]:
+    """A socket that listens and never accepts: a port in use, or a "broker" that records connections."""
+    with socket.socket() as s:
+        s.bind((address, 0))
+        s.listen(16)
+        s.setblocking(False)
+        yield s
+
+
+def connections(s: socket.socket) -> int:
+    """How many connections are waiting on a listening socket (accepts and closes them)."""
+    n = 0
+    while True:
+        try:
+            conn, _ = s.accept()
+        except BlockingIOError:
+            return n
+        conn.close()
+        n += 1
+
+
+def mirror_files(tmp_path: Path, bootstrap: str) -> tuple[str, str]:
+    consumer = tmp_path / "east.properties"
+    consumer.write_text(f"bootstrap.servers={bootstrap}\ngroup.id=kmirror-edges\n", encoding="utf-8")
+    producer = tmp_path / "target.properties"
+    producer.write_text(f"bootstrap.servers={bootstrap}\n", encoding="utf-8")
+    return str(consumer), str(producer)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line holds `text` (e.g. a test's own temporary directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def assert_one_line_exit_2(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("kmirror"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    for needle in needles:
+        assert needle in done.stderr
+    return done.stderr
+
+
+# --- a closed stdout: quiet, exit 1, for every command that writes to stdout ---
+
+
+@pytest.fixture
+def closed_pipe() -> Iterator[int]:
+    """The write end of a pipe whose reader is gone (`| head` after head exited): every write fails."""
+    read, write = os.pipe()
+    os.close(read)
+    yield write
+    os.close(write)
+
+
+ARGPARSE_OUTPUT = ("--help", "--version")
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "PYTHONUNBUFFERED"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["config-keys"],
+        ["config-keys", "--markdown"],
+        ["defaults"],
+        ["defaults", "--markdown"],
+        ["check-config", "--consumer.config", "{consumer}", "--producer.config", "{producer}"],
+        ["check-config", "--consumer.config", "{consumer}", "--json"],
+        ["--help"],
+        ["run", "--help"],
+        ["lag", "--help"],
+        ["audit", "--help"],
+        ["--version"],
+    ],
+    ids=" ".join,
+)
+def test_a_closed_stdout_ends_the_command_quietly(closed_pipe, tmp_path, argv, buffered):
+    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+    argv = [a.format(consumer=consumer, producer=producer) for a in argv]
+    done = kmirror(*argv, stdout=closed_pipe, env=python_env(buffered))
+    assert done.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit
+    if buffered or not set(argv) & set(ARGPARSE_OUTPUT):
+        assert done.returncode == 1  # the output was not all written
+    else:
+        # unbuffered, argparse's own write fails at once and argparse ignores it: its exit code stays
+        assert done.returncode == 0
+
+
+def test_python_dash_m_entry_points_end_quietly_on_a_closed_stdout(closed_pipe):
+    for module in ("kmirror", "kmirror.health.lagcheck"):
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            stdout=closed_pipe,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT,
+            env=python_env(buffered=True),
+        )
+        assert (done.returncode, done.stderr) == (1, ""), module
+
+
+def test_an_open_stdout_keeps_exit_0():
+    done = kmirror("config-keys")
+    assert done.returncode == 0 and done.stderr == ""
+    assert "groupid" in done.stdout
+
+
+# --- a metrics port in use: one line, exit 2, before any client connects or any process starts ---
+
+
+def test_a_metrics_port_in_use_is_one_line_exit_2_before_anything_starts(tmp_path):
+    with listening() as busy, listening() as broker:
+        port = busy.getsockname()[1]
+        consumer, producer = mirror_files(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}")
+        started = time.monotonic()
+        done = kmirror(
+            "run",
+            "--consumer.config",
+            consumer,
+            "--producer.config",
+            producer,
+            "--whitelist",
+            ".*",
+            "--num.streams",
+            "2",
+            "--groups",
+            "app.*",
+            "--metrics.port",
+            str(port),
+        )
+        err = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        # the log lines before it say what the run was about to do; the error is the last line, and one
+        assert err.startswith("kmirror run: error: --metrics.port: "), done.stderr
+        assert f"127.0.0.1:{port}" in err
+        assert "in use" in err and "another --metrics.port" in err
+        assert connections(broker) == 0  # no client connected: neither a stream nor the group offset sync
+    assert processes_mentioning(str(tmp_path)) == []  # no stream process left behind
+    assert time.monotonic() - started < 30
+
+
+def test_a_metrics_port_in_use_is_the_only_stderr_line_at_log_level_error(tmp_path):
+    with listening() as busy:
+        consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+        done = kmirror(
+            "run",
+            "--consumer.config",
+            consumer,
+            "--producer.config",
+            producer,
+            "--whitelist",
+            ".*",
+            "--metrics.port",
+            str(busy.getsockname()[1]),
+            "--log.level",
+            "ERROR",
+        )
+    assert_one_line_exit_2(done, "--metrics.port", "in use")
+
+
+# --- --metrics.address ---
+
+
+@contextlib.contextmanager
+def running_mirror(tmp_path: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`kmirror run` (one stream, brokers at 127.0.0.1:1) until its metrics server is up; killed after."""
+    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err:
+        argv = ["run", "--consumer.config", consumer, "--producer.config", producer, "--whitelist", ".*"]
+        proc = subprocess.Popen(
+            [KMIRROR, *argv, "--num.streams", "1", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while "metrics on http://" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        line = next(ln for ln in log.read_text().splitlines() if "metrics on http://" in ln)
+        yield proc, line
+    finally:
+        proc.send_signal(signal.SIGKILL)  # a single-stream run is one process
+        proc.wait(timeout=TIMEOUT)
+
+
+def answers(address: str, port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=5) as response:
+            return response.status == 200 and b"kmirror_records_in" in response.read()
+    except ConnectionRefusedError:
+        return False
+    except OSError as exc:
+        if isinstance(exc.__cause__ or getattr(exc, "reason", None), ConnectionRefusedError):
+            return False
+        raise
+
+
+@pytest.mark.parametrize("given", [["--metrics.address", "127.0.0.1"], []], ids=["explicit", "default"])
+def test_the_metrics_server_listens_on_the_given_address_only(tmp_path, given):
+    port = free_port()
+    with running_mirror(tmp_path, "--metrics.port", str(port), *given) as (_, line):
+        assert f"metrics on http://127.0.0.1:{port}/metrics" in line
+        assert answers("127.0.0.1", port)
+        # all of 127/8 is this host: a server on every address answers at 127.0.0.2, this one does not
+        assert not answers("127.0.0.2", port)
+
+
+def test_every_address_when_asked(tmp_path):
+    port = free_port()
+    with running_mirror(tmp_path, "--metrics.port", str(port), "--metrics.address", "0.0.0.0") as (_, line):
+        assert f"metrics on http://0.0.0.0:{port}/metrics" in line
+        assert answers("127.0.0.1", port)
+        assert answers("127.0.0.2", port)
+
+
+@pytest.mark.parametrize(
+    ("address", "needle"),
+    [
+        ("192.0.2.1", "--metrics.address"),  # TEST-NET-1: not an address of this host
+        ("999.1.2.3", "--metrics.address"),
+        ("no-such-host.invalid", "--metrics.address"),
+        ("", "--metrics.address"),
+        (" ", "--metrics.address"),
+    ],
+)
+def test_a_bad_metrics_address_is_one_line_exit_2(tmp_path, address, needle):
+    with listening() as broker:
+        consumer, producer = mirror_files(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}")
+        done = kmirror(
+            "run",
+            "--consumer.config",
+            consumer,
+            "--producer.config",
+            producer,
+            "--whitelist",
+            ".*",
+            "--metrics.port",
+            str(free_port()),
+            "--metrics.address",
+            address,
+            "--log.level",
+            "ERROR",
+        )
+        assert_one_line_exit_2(done, needle)
+        assert connections(broker) == 0
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "http", ""])
+def test_a_bad_metrics_port_is_one_line_exit_2(tmp_path, port):
+    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+    done = kmirror(
+        "run", "--consumer.config", consumer, "--producer.config", producer, "--whitelist", ".*",
+        f"--metrics.port={port}",
+    )  # fmt: skip
+    assert_one_line_exit_2(done, "--metrics.port")
