@@ -6,9 +6,13 @@ StreamTokenizer set up like Kafka's JaasConfig (the inline form).
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kmirror.config.jaas import LoginModule, load_jaas_file, parse_jaas_config_value, parse_jaas_file
 from kmirror.errors import ConfigError
@@ -475,3 +479,207 @@ def test_login_module_refuses_an_unknown_flag() -> None:
     )
     with pytest.raises(ConfigError):
         LoginModule("org.X", "REQUIRED", {})
+
+
+# -- no piece of a secret in any error ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # A ';' in an unquoted password ends the entry: its tail reads as the next login module's class.
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail;',
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail required x;',
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail requird;',
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail required S3cretKey=;',
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail {{',
+        f'{PLAIN} required username="u" password=Hunter2;1S3cretTail required;',
+        f'{PLAIN} required username="u" password=Hunter2;S3cretTail required 1S3cretKey=x;',
+        # A quote in a password ends the quoted string early.
+        f'{PLAIN} required username="u" password="Hunter2"S3cretTail";',
+        f'{PLAIN} required username="u" password="Hunter2" S3cretTail x="a";',
+        f'{PLAIN} required username="u" password="Hunter2" S3cretTail S3cretMore;',
+        f'{PLAIN} required username="u" password="Hunter2" S3cretTail="S3cretMore',
+        f'{PLAIN} required username="u" password="Hunter2" S3cretTail=#;',
+    ],
+)
+def test_inline_errors_show_nothing_after_a_secret(value: str) -> None:
+    err = inline_error(value)
+    for piece in ("Hunter2", "S3cret"):
+        assert piece not in str(err), str(err)
+
+
+def test_the_tail_of_a_password_is_not_named_as_a_login_module() -> None:
+    err = inline_error(f'{PLAIN} required username="u" password=Hunter2;S3cretTail;')
+    assert str(err) == (
+        "consumer.properties: sasl.jaas.config: login module #2 has no valid control flag (found ';'); "
+        "put one of required, requisite, sufficient, optional right after the class name"
+    )
+
+
+def test_file_sections_after_a_secret_are_named_by_position() -> None:
+    err = file_error('KafkaClient {\n  org.X required password="a"; };\nS3cretTail {\n')
+    assert str(err) == "jaas.conf: line 3: section #2 is not closed; end the section with '};'"
+    err = file_error("KafkaClient {\n  org.X required password=a;S3cretTail; };\n")
+    assert "S3cret" not in str(err)
+    assert "login module #2" in str(err)
+
+
+# Secrets are drawn from an alphabet that no message text uses (upper-case QXZJVW and 7-9 for the
+# letters and digits), with every kind of character that can break the syntax in between; a "piece" of a
+# secret is a run of three or more of those letters and digits.
+_SECRET_WORD = st.text(alphabet="QXZJVW789", min_size=3, max_size=8)
+_SECRET_GLUE = st.text(alphabet=" \t\n;={}\"'#/*\\-.$_,!@%&()[]<>?+:", min_size=0, max_size=3)
+_SECRET = st.lists(st.tuples(_SECRET_WORD, _SECRET_GLUE), min_size=1, max_size=4).map(
+    lambda parts: "".join(w + g for w, g in parts)
+)
+_SECRET_KEYS = ["password", "clientSecret", "sasl.password", "keyPassword"]
+_AROUND = [
+    "",
+    " ",
+    ";",
+    "};",
+    "{",
+    "}",
+    "#",
+    "/*",
+    "//",
+    "'",
+    '"',
+    "=",
+    "x",
+    "required",
+    "1a=b",
+    'u="v"',
+    "\n",
+]
+
+
+def _pieces(secret: str) -> list[str]:
+    return re.findall(r"[QXZJVW789]{3,}", secret)
+
+
+def _templates(secret: str, key: str, before: str, after: str) -> list[tuple[str, bool]]:
+    """Inline (False) and file (True) texts with the secret in them, most of them malformed."""
+    return [
+        (f'{PLAIN} required username="u" {before}{key}={secret}{after};', False),
+        (f'{PLAIN} required username="u" {key}="{secret}"{after}', False),
+        (f"{PLAIN} required {key}='{secret}' {after}", False),
+        (f"{SCRAM} {before} required {key}={secret}", False),
+        (f'KafkaClient {{\n  {PLAIN} required\n  {key}="{secret}"{after}\n}};\n', True),
+        (f"KafkaClient {{\n  {PLAIN} required {before}\n  {key}={secret}{after};\n}};\n", True),
+        (f"KafkaClient {{ {PLAIN} required {key}={secret}\n}}; Client {{ {after} }};", True),
+    ]
+
+
+@settings(max_examples=400, deadline=2000)
+@given(
+    _SECRET,
+    st.sampled_from(_SECRET_KEYS),
+    st.sampled_from(_AROUND),
+    st.sampled_from(_AROUND),
+)
+def test_no_error_message_holds_a_piece_of_a_secret(secret: str, key: str, before: str, after: str) -> None:
+    pieces = _pieces(secret)
+    assert pieces
+    for text, is_file in _templates(secret, key, before, after):
+        try:
+            if is_file:
+                parse_jaas_file(text, "jaas.conf")
+            else:
+                parse_jaas_config_value(text, "consumer.properties")
+        except ConfigError as exc:
+            message = str(exc)
+            assert "\n" not in message, message
+            for piece in pieces:
+                assert piece not in message, (text, message)
+
+
+# -- any input: a result or one ConfigError, quickly ----------------------------------------------------
+
+_JAAS_PIECES = [
+    "KafkaClient", "{", "}", ";", "};", "=", " ", "\n", "\r\n", "\t", "org.X", "required", "optional",
+    "a", "b=c", '"q"', "'s'", '"', "'", "\\", '\\"', "\\0", "\\377", "//c\n", "/*", "*/", "#", "1", "-",
+    ".", "$", "*", "${x}", "\x00", "\xe9", "\u2603", "\ufeff", "\ud800",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=2000)
+@given(st.lists(st.one_of(st.sampled_from(_JAAS_PIECES), st.text(max_size=4))), st.booleans())
+def test_any_jaas_text_gives_a_result_or_one_config_error(pieces: list[str], is_file: bool) -> None:
+    text = "".join(pieces)
+    started = time.monotonic()
+    try:
+        if is_file:
+            parse_jaas_file(text, "jaas.conf")
+        else:
+            parse_jaas_config_value(text, "consumer.properties")
+    except ConfigError as exc:
+        message = str(exc)
+        assert "\n" not in message and "\r" not in message, message
+        assert message.startswith(
+            "jaas.conf: line " if is_file else "consumer.properties: sasl.jaas.config: "
+        )
+    assert time.monotonic() - started < 1
+
+
+def test_a_long_jaas_value_is_parsed_in_linear_time() -> None:
+    started = time.monotonic()
+    module = parse_inline(f'{PLAIN} required password="{"x" * 500_000}" ' + "a=b " * 50_000 + ";")[0]
+    assert len(module.options["password"]) == 500_000
+    assert time.monotonic() - started < 3
+
+
+# -- JAAS files are read as the JDK reads them: UTF-8 --------------------------------------------------
+
+
+def test_jaas_file_is_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "jaas.conf"
+    path.write_bytes('KafkaClient { org.X required password="p\u00e4ss"; };\n'.encode())
+    assert load_jaas_file(path)["KafkaClient"][0].options == {"password": "p\u00e4ss"}
+
+
+def test_jaas_file_byte_order_mark_is_refused(tmp_path: Path) -> None:
+    # Java reads U+FEFF into the first section name: it would find no KafkaClient section.
+    path = tmp_path / "jaas.conf"
+    path.write_bytes(b"\xef\xbb\xbfKafkaClient { org.X required; };\n")
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file(path)
+    assert str(caught.value) == (
+        f"{path}: line 1: starts with a UTF-8 byte-order mark, which Java reads as part of the first "
+        "section name; save the file without the byte-order mark"
+    )
+
+
+def test_jaas_file_invalid_utf8_is_refused(tmp_path: Path) -> None:
+    # Java would read the byte as U+FFFD: a password that cannot be the one meant.
+    path = tmp_path / "jaas.conf"
+    path.write_bytes(b'KafkaClient {\n  org.X required password="p\xe4ss"; };\n')
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: line 2: not valid UTF-8")
+    assert "p\xe4ss" not in message
+
+
+def test_jaas_file_over_the_size_limit(tmp_path: Path) -> None:
+    path = tmp_path / "jaas.conf"
+    path.write_bytes(b"// " + b"x" * (2 * 1024 * 1024))
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file(path)
+    assert str(caught.value) == (
+        f"{path}: larger than 1 MiB, the limit for a JAAS configuration file; check that the path names "
+        "the JAAS configuration file (they hold a few KiB)"
+    )
+
+
+def test_jaas_path_is_a_directory_or_holds_a_nul(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file(tmp_path)
+    assert str(caught.value).endswith(
+        "is a directory, not a file; give the path of the JAAS configuration file itself"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file("/etc/jaas\x00.conf")
+    assert "the path holds a NUL character" in str(caught.value)
+    assert "\x00" not in str(caught.value)

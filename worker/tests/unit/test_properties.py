@@ -5,11 +5,20 @@ The expected values below were checked against ``Properties.load(Reader)`` of Op
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kmirror.config.properties import load_properties, parse_properties
+from kmirror.config.properties import (
+    MAX_FILE_BYTES,
+    MAX_VALUE_CHARS,
+    decode_properties,
+    load_properties,
+    parse_properties,
+)
 from kmirror.errors import ConfigError
 
 LEGACY_CONSUMER = """\
@@ -266,23 +275,67 @@ def test_default_origin() -> None:
         parse_properties("k=\\u")
 
 
-def test_load_properties_reads_utf8(tmp_path: Path) -> None:
+def test_load_properties_reads_iso_8859_1_as_mirrormaker_does(tmp_path: Path) -> None:
+    # Properties.load(InputStream): one character per byte, so UTF-8 "é" (C3 A9) is the two characters
+    # "Ã©", and both Java and librdkafka then send those characters' UTF-8 (C3 83 C2 A9) to the broker.
     path = tmp_path / "consumer.properties"
     path.write_bytes("client.id=caf\u00e9\r\ngroup.id=g\r\n".encode())
-    assert load_properties(path) == {"client.id": "café", "group.id": "g"}
-    assert load_properties(str(path)) == {"client.id": "café", "group.id": "g"}
+    assert load_properties(path) == {"client.id": "caf\u00c3\u00a9", "group.id": "g"}
+    assert load_properties(str(path)) == {"client.id": "caf\u00c3\u00a9", "group.id": "g"}
+    latin1 = tmp_path / "latin1.properties"
+    latin1.write_bytes("name=caf\u00e9\n".encode("latin-1"))
+    assert load_properties(latin1) == {"name": "café"}
+    escaped = tmp_path / "escaped.properties"
+    escaped.write_bytes(b"name=caf\\u00e9\n")
+    assert load_properties(escaped) == {"name": "café"}
 
 
-def test_load_properties_drops_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mark", "name"), [(b"\xef\xbb\xbf", "UTF-8"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")]
+)
+def test_a_byte_order_mark_is_refused(tmp_path: Path, mark: bytes, name: str) -> None:
+    # Java would read it as characters of the first key (and so not see bootstrap.servers).
     path = tmp_path / "bom.properties"
-    path.write_bytes(b"\xef\xbb\xbfbootstrap.servers=h:9092\n")
-    assert load_properties(path) == {"bootstrap.servers": "h:9092"}
+    path.write_bytes(mark + b"bootstrap.servers=h:9092\n")
+    with pytest.raises(ConfigError) as caught:
+        load_properties(path)
+    assert str(caught.value).startswith(f"{path}: line 1: starts with a {name} byte-order mark")
+    assert "without the byte-order mark" in str(caught.value)
 
 
-def test_load_properties_falls_back_to_latin1(tmp_path: Path) -> None:
-    path = tmp_path / "latin1.properties"
-    path.write_bytes("name=caf\u00e9\n".encode("latin-1"))
-    assert load_properties(path) == {"name": "café"}
+def test_non_ascii_notes_name_the_key_and_how_the_bytes_were_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.properties"
+    path.write_bytes(
+        b"a=plain\n"
+        b"client.id=caf\xc3\xa9\n"  # UTF-8
+        b"sasl.password=p\xc3\xa4ss\n"
+        b"latin=\xe9\n"  # ISO-8859-1
+        b"escaped=\\u00e9\n"  # ASCII: no note
+    )
+    notes: list[str] = []
+    props = load_properties(path, notes)
+    assert props["latin"] == "é"
+    assert props["escaped"] == "é"
+    assert notes == [
+        "client.id: line 2 has non-ASCII bytes, read as ISO-8859-1 (one character per byte), as MirrorMaker "
+        "reads properties files: client.id='cafÃ©'; if the file is UTF-8 and 'café' was meant, write "
+        "caf\\u00e9",
+        # A secret is never shown, not even the bytes that were read.
+        "sasl.password: line 3 has non-ASCII bytes, read as ISO-8859-1 (one character per byte), as "
+        "MirrorMaker reads properties files (they look like UTF-8 text); if another reading was meant, "
+        "write its non-ASCII characters as \\uXXXX escapes",
+        "latin: line 4 has non-ASCII bytes, read as ISO-8859-1 (one character per byte), as MirrorMaker "
+        "reads properties files: latin='é'",
+    ]
+    assert not any("äss" in n or "Ã¤" in n for n in notes)
+
+
+def test_non_ascii_note_escapes_beyond_the_basic_plane_as_java_does(tmp_path: Path) -> None:
+    path = tmp_path / "c.properties"
+    path.write_bytes("client.id=\U0001f600\n".encode())
+    notes: list[str] = []
+    load_properties(path, notes)
+    assert notes[0].endswith("write \\ud83d\\ude00")
 
 
 def test_load_properties_errors_name_the_file(tmp_path: Path) -> None:
@@ -311,3 +364,149 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"{tmp_path}: is a directory, not a file; give the path of the properties file itself"
     )
+
+
+# --- what librdkafka cannot take, and bounds: one ConfigError naming the file, the line and the key ---
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("client.id=x\\uD800y", "line 1: the value of 'client.id' holds a lone UTF-16 surrogate"),
+        ("a=1\nclient.id=x\\uDC00", "line 2: the value of 'client.id' holds a lone UTF-16 surrogate"),
+        # A high surrogate followed by something else than its low half.
+        ("k=\\uD83D\\u0041", "line 1: the value of 'k' holds a lone UTF-16 surrogate"),
+        ("x\\uD800y=1", "line 1: the key holds a lone UTF-16 surrogate"),
+        ("client.id=a\\u0000b", "line 1: the value of 'client.id' holds a NUL character"),
+        ("client.id=a\x00b", "line 1: the value of 'client.id' holds a NUL character"),
+        ("k\\u0000=v", "line 1: the key holds a NUL character"),
+    ],
+)
+def test_values_librdkafka_cannot_take_are_refused(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_properties(text, "c.properties")
+    message = str(caught.value)
+    assert message.startswith(f"c.properties: {problem}"), message
+    assert "\n" not in message
+    assert "\x00" not in message and message.encode("utf-8")  # printable, encodable
+
+
+def test_a_surrogate_pair_is_one_character_and_accepted() -> None:
+    assert parse_properties("k=\\uD83D\\uDE00") == {"k": "\U0001f600"}
+
+
+def test_only_the_value_that_wins_is_checked() -> None:
+    # Java keeps the last value of a repeated key; the one it replaced never reaches librdkafka.
+    assert parse_properties("client.id=a\\u0000\nclient.id=b") == {"client.id": "b"}
+
+
+def test_a_file_over_the_size_limit_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    path = tmp_path / "huge.properties"
+    with path.open("wb") as f:
+        f.write(b"k=")
+        f.truncate(50 * 1024 * 1024)  # 50 MB, sparse
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        load_properties(path)
+    assert time.monotonic() - started < 1
+    assert str(caught.value) == (
+        f"{path}: larger than 1 MiB, the limit for a properties file; check that the path names the "
+        "properties file (they hold a few KiB)"
+    )
+
+
+def test_a_file_just_under_the_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.properties"
+    path.write_bytes(
+        b"k=" + b"a" * (MAX_VALUE_CHARS - 1) + b"\n" + b"#" * (MAX_FILE_BYTES - MAX_VALUE_CHARS - 2)
+    )
+    assert path.stat().st_size == MAX_FILE_BYTES
+    assert len(load_properties(path)["k"]) == MAX_VALUE_CHARS - 1
+
+
+def test_a_value_over_the_limit_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_properties("a=1\nssl.ca.pem=" + "x" * (MAX_VALUE_CHARS + 1), "c.properties")
+    assert str(caught.value).startswith(
+        f"c.properties: line 2: the value of 'ssl.ca.pem' is longer than {MAX_VALUE_CHARS:,} characters"
+    )
+
+
+def test_a_nul_in_the_path_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_properties("/etc/a\x00b.properties")
+    assert str(caught.value) == (
+        "'/etc/a\\x00b.properties': the path holds a NUL character; give the path of the properties file"
+    )
+
+
+# --- property-based: whatever the bytes, a result or the one documented error, quickly ---
+
+_PIECES = [
+    "k",
+    "bootstrap.servers",
+    "=",
+    ":",
+    " ",
+    "\t",
+    "\f",
+    "\n",
+    "\r",
+    "\r\n",
+    "#",
+    "!",
+    "\\",
+    "\\\\",
+    "\\\n  ",
+    "\\\r\n",
+    "\\u",
+    "\\u00e9",
+    "\\uD800",
+    "\\uDC00",
+    "\\uD83D\\uDE00",
+    "\\u12",
+    "\\uZZZZ",
+    "\x00",
+    "\xe9",
+    "\xc3\xa9",
+    "\xef\xbb\xbf",
+    "\xff",
+    "value",
+    "a,b",
+]
+
+
+@settings(max_examples=300, deadline=2000)
+@given(
+    st.lists(st.one_of(st.sampled_from(_PIECES), st.binary(max_size=8).map(lambda b: b.decode("latin-1"))))
+)
+def test_any_bytes_give_a_result_or_one_config_error(pieces: list[str]) -> None:
+    data = "".join(pieces).encode("latin-1")
+    started = time.monotonic()
+    try:
+        props = decode_properties(data, "f.properties")
+    except ConfigError as exc:
+        message = str(exc)
+        assert message.startswith("f.properties: line "), message
+        assert "\n" not in message and "\r" not in message
+        message.encode("utf-8")  # no lone surrogate in the message itself
+    else:
+        for key, value in props.items():
+            (key + value).encode("utf-8")  # librdkafka can take every key and value
+            assert "\x00" not in key + value
+    assert time.monotonic() - started < 1
+
+
+@settings(max_examples=50, deadline=5000)
+@given(
+    st.integers(min_value=0, max_value=MAX_FILE_BYTES - 10),
+    st.sampled_from(["a", "\\\n", "\\u0041", "=", "#"]),
+)
+def test_large_inputs_stay_fast(size: int, unit: str) -> None:
+    text = "k=" + unit * (size // len(unit) // 64)
+    started = time.monotonic()
+    try:
+        parse_properties(text, "f.properties")
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+    assert time.monotonic() - started < 2

@@ -22,8 +22,13 @@ Both are tokenized like ``java.io.StreamTokenizer`` as the JDK and Kafka set it 
 Where Java would quietly swallow a mistake (a lone ``/`` starts a comment, a quote runs to the end of
 the line, a ``/*`` comment is never closed), kmirror refuses the input and says how to fix it.  It
 also refuses ``${...}`` in values of a JAAS file, which the JVM expands from its system properties.
-Error messages never quote option values, so a password cannot leak into a log; the ``repr`` of a
-:class:`LoginModule` masks the options named like a password or a secret.
+Error messages never quote option values, and nothing at all of the input after the first secret
+option's ``=`` (a piece of a password cut off by a stray ``;`` or quote would look like more entries):
+from there on they name what is wrong by position (``login module #2``, ``option #3``).  The ``repr``
+of a :class:`LoginModule` masks the options named like a password or a secret.
+
+A JAAS file is read as the JDK reads it: UTF-8; a byte-order mark and invalid UTF-8 are refused
+(Java would read them into the first name and U+FFFD), and so is a file over 1 MiB.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import os
 from dataclasses import dataclass
 
 from kmirror.config.jaas_lexer import BARE_VALUE_FIX, Failer, Lexer, Token, describe, glued_other
-from kmirror.config.properties import _read_config_text
+from kmirror.config.properties import read_jaas_text
 from kmirror.config.secrets import is_secret
 from kmirror.errors import ConfigError
 
@@ -71,7 +76,7 @@ def parse_jaas_file(text: str, origin: str) -> dict[str, list[LoginModule]]:
 def load_jaas_file(path: str | os.PathLike[str]) -> dict[str, list[LoginModule]]:
     """Read and parse a JAAS login configuration file."""
     origin = os.fspath(path)
-    return parse_jaas_file(_read_config_text(origin, "JAAS configuration"), origin)
+    return parse_jaas_file(read_jaas_text(origin), origin)
 
 
 def parse_jaas_config_value(value: str, origin: str, key: str = "sasl.jaas.config") -> list[LoginModule]:
@@ -80,11 +85,19 @@ def parse_jaas_config_value(value: str, origin: str, key: str = "sasl.jaas.confi
 
 
 class _Parser:
+    """Errors quote the input only before the first secret option (a key :func:`is_secret` names) has
+    been read: what follows its ``=`` may be a piece of the secret (a stray ``;``, quote or blank in it
+    makes the rest look like more options or entries), so from there on entries, options and sections
+    are named by position (``login module #2``, ``option #3``), never by their text."""
+
     def __init__(self, text: str, origin: str, key: str | None) -> None:
         self.inline = key is not None
         self.fail = Failer(origin, key)
         self.lexer = Lexer(text, star_is_word=not self.inline, fail=self.fail)
         self.last_line = 1
+        self.after_secret = False  # a secret option's value has been read: quote nothing any more
+        self.entries = 0
+        self.sections = 0
 
     def _next(self, value_of: str | None = None, *, section_name: bool = False) -> Token:
         token = self.lexer.next(value_of)
@@ -92,7 +105,7 @@ class _Parser:
             self.last_line = token.line
         if token.quote == "'" and not self.inline and not section_name:
             # The JDK's JAAS file parser takes only double quotes there (Kafka's inline parser takes both).
-            what = f"the value of option {value_of!r}" if value_of else "a quoted string"
+            what = f"the value of {value_of}" if value_of else "a quoted string"
             raise self.fail(
                 f"{what} is in single quotes, which a JAAS file does not accept",
                 token.line,
@@ -100,17 +113,22 @@ class _Parser:
             )
         return token
 
+    def _named(self, what: str, text: str, number: int) -> str:
+        """``what 'text'``, or ``what #number`` once a secret has been read."""
+        return f"{what} #{number}" if self.after_secret else f"{what} {text!r}"
+
     def _check_name(self, token: Token, what: str, example: str) -> str:
         if token.numeric:
+            shown = f"a {what}" if self.after_secret else f"{what} {token.text!r}"
             raise self.fail(
-                f"{what} {token.text!r} must be quoted or start with a letter",
+                f"{shown} must be quoted or start with a letter",
                 token.line,
                 f"write it in double quotes, e.g. {example}",
             )
         return token.text
 
-    def _refuse_hash(self, token: Token, hide: bool) -> None:
-        if token.kind == "other" and token.text == "#" and not hide:
+    def _refuse_hash(self, token: Token) -> None:
+        if token.kind == "other" and token.text == "#" and not self.after_secret:
             raise self.fail(
                 "'#' does not start a comment in JAAS configuration",
                 token.line,
@@ -123,40 +141,46 @@ class _Parser:
         sections: dict[str, list[LoginModule]] = {}
         token = self._next(section_name=True)
         while token.kind != "eof":
+            self.sections += 1
             if not token.is_name:
-                self._refuse_hash(token, False)
+                self._refuse_hash(token)
                 raise self.fail(
-                    f"expected a section name, found {describe(token)}",
+                    f"expected a section name, found {describe(token, self.after_secret)}",
                     token.line,
                     "start each section with its name and '{', e.g. KafkaClient {",
                 )
             name = self._check_name(token, "section name", '"KafkaClient" {')
+            section = self._named("section", name, self.sections)
             brace = self._next()
             if not brace.is_symbol("{"):
-                raise self.fail(
-                    f"section name {name!r} is not followed by '{{'",
-                    brace.line,
-                    f"write {name} {{ followed by its login modules and '}};'",
+                fix = "write NAME { followed by its login modules and '};'"
+                if not self.after_secret:
+                    fix = f"write {name} {{ followed by its login modules and '}};'"
+                problem = (
+                    f"the name of {section} is not followed by '{{'"
+                    if self.after_secret
+                    else f"section name {name!r} is not followed by '{{'"
                 )
+                raise self.fail(problem, brace.line, fix)
             if name in sections:
                 raise self.fail(
-                    f"section {name!r} is defined twice",
+                    f"{section} is defined twice",
                     token.line,
-                    f"merge the two {name} sections into one",
+                    "merge the two sections into one"
+                    if self.after_secret
+                    else f"merge the two {name} sections into one",
                 )
             modules: list[LoginModule] = []
             token = self._next()
             while not token.is_symbol("}"):
                 if token.kind == "eof":
-                    raise self.fail(
-                        f"section {name!r} is not closed", self.last_line, "end the section with '};'"
-                    )
-                modules.append(self._entry(token, f"section {name!r}"))
+                    raise self.fail(f"{section} is not closed", self.last_line, "end the section with '};'")
+                modules.append(self._entry(token, section))
                 token = self._next()
             semicolon = self._next()
             if not semicolon.is_symbol(";"):
                 raise self.fail(
-                    f"section {name!r} is closed with '}}' but not '}};'",
+                    f"{section} is closed with '}}' but not '}};'",
                     token.line,
                     "end the section with '};' (a ';' after the '}')",
                 )
@@ -189,11 +213,12 @@ class _Parser:
     # -- one entry: <class> <flag> key=value ... ; -----------------------------------------------
 
     def _entry(self, first: Token, section: str | None) -> LoginModule:
+        self.entries += 1
         place = f" in {section}" if section else ""
         if not first.is_name:
-            self._refuse_hash(first, False)
+            self._refuse_hash(first)
             raise self.fail(
-                f"expected a login module class name{place}, found {describe(first)}",
+                f"expected a login module class name{place}, found {describe(first, self.after_secret)}",
                 first.line,
                 f"write each login module as {_ENTRY_SHAPE}",
             )
@@ -204,16 +229,19 @@ class _Parser:
                 first.line,
                 f"write each login module as {_ENTRY_SHAPE}",
             )
-        module = f"login module {class_name!r}"
+        module = self._named("login module", class_name, self.entries)
         flag_token = self._next()
         if self.inline and flag_token.is_symbol("{"):
             raise self.fail(
                 "the inline JAAS form has no sections and no braces",
                 flag_token.line,
-                f"drop '{class_name} {{' and the closing '}};', leaving {_ENTRY_SHAPE}",
+                "drop the section name, '{' and the closing '};', leaving " + _ENTRY_SHAPE
+                if self.after_secret
+                else f"drop '{class_name} {{' and the closing '}};', leaving {_ENTRY_SHAPE}",
             )
         if not flag_token.is_name or flag_token.text.upper() not in _UPPER_FLAGS:
-            found = f"{flag_token.text!r}" if flag_token.kind == "word" else describe(flag_token)
+            shown = flag_token.kind == "word" and not self.after_secret
+            found = f"{flag_token.text!r}" if shown else describe(flag_token, self.after_secret)
             raise self.fail(
                 f"{module} has no valid control flag (found {found})",
                 flag_token.line,
@@ -221,8 +249,10 @@ class _Parser:
             )
         flag = CONTROL_FLAGS[_UPPER_FLAGS.index(flag_token.text.upper())]
         options: dict[str, str] = {}
-        previous: str | None = None  # the option read last
+        previous: str | None = None  # the option read last, as errors name it
+        previous_key = "key"  # ... and its key, as a fix may show it
         end_line = flag_token.line  # line of the last token of the entry so far
+        count = 0  # options read in this entry
         while True:
             token = self._next()
             if token.is_symbol(";"):
@@ -236,62 +266,67 @@ class _Parser:
                 raise self.fail(f"{module} does not end with ';'", end_line, fix)
             if token.glued and previous is not None:
                 raise self.fail(
-                    f"the value of option {previous!r} of {module} must be quoted",
+                    f"the value of {previous} of {module} must be quoted",
                     token.line,
-                    f'write {previous}="..."; {BARE_VALUE_FIX}',
+                    f'write {previous_key}="..."; {BARE_VALUE_FIX}',
                 )
-            # What follows a value can be a stray piece of it: only show it if that value is no secret.
-            hide = previous is not None and is_secret(previous)
+            count += 1
             if not token.is_name:
-                self._refuse_hash(token, hide)
-                after = f" after option {previous!r}" if previous else ""
+                self._refuse_hash(token)
+                after = f" after {previous}" if previous else ""
                 raise self.fail(
                     f"expected an option (key=value) or ';'{after} in {module}, "
-                    f"found {describe(token, hide)}",
+                    f"found {describe(token, self.after_secret)}",
                     token.line,
                     f"write options as key=value and quote values; {BARE_VALUE_FIX}",
                 )
             equals = self._next()
             if not equals.is_symbol("="):
-                if token.kind == "word" and not hide:
+                if token.kind == "word" and not self.after_secret:
                     problem = f"option {token.text!r} of {module} has no '=' and value"
+                elif previous is not None:
+                    problem = f"text after {previous} of {module} is not a key=value option"
                 else:
-                    problem = f"text after option {previous!r} of {module} is not a key=value option"
+                    problem = f"option #{count} of {module} has no '=' and value"
                 raise self.fail(
                     problem,
                     token.line,
                     'write options as key=value and quote values with blanks, e.g. key="a b"',
                 )
             if token.numeric:
-                name = "an option name" if hide else f"option name {token.text!r}"
+                name = "an option name" if self.after_secret else f"option name {token.text!r}"
                 raise self.fail(
                     f"{name} of {module} must be quoted or start with a letter",
                     token.line,
                     'write it in double quotes, e.g. "option"=value',
                 )
             key = token.text
-            value = self._next(value_of=key)
+            option = self._named("option", key, count)
+            shown_key = "key" if self.after_secret else key
+            if is_secret(key):
+                self.after_secret = True
+            value = self._next(value_of=option)
             if value.kind == "other" or value.numeric or (value.kind == "word" and glued_other(self.lexer)):
                 raise self.fail(
-                    f"the value of option {key!r} of {module} must be quoted",
+                    f"the value of {option} of {module} must be quoted",
                     value.line,
-                    f'write {key}="..."; {BARE_VALUE_FIX}',
+                    f'write {shown_key}="..."; {BARE_VALUE_FIX}',
                 )
             if not value.is_name:
                 raise self.fail(
-                    f"option {key!r} of {module} has no value",
+                    f"{option} of {module} has no value",
                     value.line,
-                    f'write {key}="..." (an empty value is written {key}="")',
+                    f'write {shown_key}="..." (an empty value is written {shown_key}="")',
                 )
             if not self.inline and "${" in value.text:
                 raise self.fail(
-                    f"the value of option {key!r} of {module} uses ${{...}} (a Java system "
+                    f"the value of {option} of {module} uses ${{...}} (a Java system "
                     f"property), which kmirror cannot expand",
                     value.line,
                     "write the value out in full",
                 )
             options[key] = value.text
-            previous = key
+            previous, previous_key = option, shown_key
             end_line = value.line
 
 

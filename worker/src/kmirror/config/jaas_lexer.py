@@ -1,7 +1,8 @@
 """The JAAS tokenizer: java.io.StreamTokenizer as the JDK and Kafka set it up (kmirror.config.jaas parses).
 
 Tokens, comments, quoted strings with Java escapes and bare words; where Java would quietly swallow a
-mistake the lexer refuses it. Error messages never quote option values.
+mistake the lexer refuses it. Error messages never quote input text (option names come from the parser,
+which knows which are safe to show).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class Lexer:
                 return
 
     def next(self, value_of: str | None) -> Token:
-        """The next token; ``value_of`` names the option whose value it would be (for errors)."""
+        """The next token; ``value_of`` names the option whose value it would be, as errors name it
+        (``option 'keyTab'``, or ``option #3`` where the option's own text must not be shown)."""
         self._skip_blanks_and_comments()
         start = self.pos
         glued = start == self.previous_end
@@ -107,7 +109,7 @@ class Lexer:
         i = self.pos + 1
         while True:
             if i >= n or text[i] in "\r\n":
-                what = f"the quoted value of option {value_of!r}" if value_of else "a quoted string"
+                what = f"the quoted value of {value_of}" if value_of else "a quoted string"
                 raise self.fail(
                     f"{what} is not closed",
                     line,

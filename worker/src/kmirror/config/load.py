@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from kmirror.config import translation
 from kmirror.config.client import ClientConfig
@@ -18,7 +17,6 @@ from kmirror.config.properties import load_properties
 from kmirror.config.safety import Role
 from kmirror.config.translate import translate
 from kmirror.config.validate import finish, validate_with_librdkafka
-from kmirror.errors import ConfigError
 
 
 def maps_to(key: str, role: Role, target: str) -> bool:
@@ -47,18 +45,14 @@ def load_client_config(
     (`kmirror lag --command-config`, the audit's). `fallback`: librdkafka settings used where the file
     sets neither the key nor a Java key translated to it (e.g. brokers given on the command line)."""
     origin = str(path)
-    if not Path(path).is_file():
-        raise ConfigError(
-            "file not found",
-            origin=origin,
-            fix=f"give the path of an existing {role or 'client'} properties file",
-        )
-    props = load_properties(path)
+    notes: list[str] = []  # how non-ASCII bytes were read
+    props = load_properties(path, notes, kind=f"{role or 'client'} properties")
     role = role or role_of(props)
     for key, value in (fallback or {}).items():
         if not any(maps_to(k, role, key) for k in props):
             props[key] = value
     cfg = finish(translate(props, role, origin, env), allow_unsafe=allow_unsafe)
+    cfg.notes[:0] = notes
     if validate:
         validate_with_librdkafka(cfg)
     return cfg

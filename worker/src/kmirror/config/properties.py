@@ -17,17 +17,40 @@ The rules (those of the modern JDK) are:
   backslash before any other character stands for that character (``\\=``, ``\\:``, ``\\ ``,
   ``\\#``, ``\\\\``).
 * A repeated key: the last value wins.
+
+Files are read as MirrorMaker reads them (``Properties.load(InputStream)``): ISO-8859-1, one character
+per byte, non-ASCII characters written as ``\\uXXXX`` escapes.  librdkafka then gets each value as
+UTF-8, and the Java clients encode a SCRAM or PLAIN password's characters as UTF-8 too, so the same
+bytes reach the broker either way.  kmirror refuses what Java would read into something else than
+the operator meant, or librdkafka could not take: a UTF-8 or UTF-16 byte-order mark (Java reads it as
+part of the first key), a NUL character (librdkafka would cut the value there), a lone UTF-16
+surrogate such as ``\\uD800`` (no UTF-8 form), a file over :data:`MAX_FILE_BYTES` and a value over
+:data:`MAX_VALUE_CHARS`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Iterator
-from pathlib import Path
 
+from kmirror.config.secrets import is_secret
 from kmirror.errors import ConfigError
 
-__all__ = ["load_properties", "parse_properties"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_VALUE_CHARS",
+    "decode_properties",
+    "load_properties",
+    "parse_properties",
+]
+
+# Generous bounds (real files are a few KiB; a PEM bundle given inline is a few hundred KiB), so that a
+# wrong file (a log, a binary) is refused at once instead of being parsed for seconds.
+MAX_FILE_BYTES = 1024 * 1024  # a properties or JAAS file
+MAX_VALUE_CHARS = 512 * 1024  # one value, after its escapes are decoded
+_UNUSABLE = re.compile("[\x00\ud800-\udfff]")  # NUL (librdkafka cuts there), lone surrogates (no UTF-8)
 
 _BLANKS = " \t\f"
 _EOL = "\r\n"
@@ -35,33 +58,129 @@ _SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
-def parse_properties(text: str, origin: str = "<string>") -> dict[str, str]:
+def parse_properties(text: str, origin: str = "<string>", notes: list[str] | None = None) -> dict[str, str]:
     """Parse ``text`` as ``java.util.Properties.load(Reader)`` would.
 
     ``origin`` names the input in errors (usually the file path).  Raises :class:`ConfigError` for a
-    malformed ``\\uXXXX`` escape, the only input Java refuses.
+    malformed ``\\uXXXX`` escape (the only input Java refuses), and for what librdkafka cannot take: a
+    NUL character or a lone UTF-16 surrogate in a key or value, a value over :data:`MAX_VALUE_CHARS`.
+    ``notes``: when given, one notice is added per key whose line holds non-ASCII characters (read from
+    a file, they are ISO-8859-1 bytes: :func:`decode_properties`).
     """
     result: dict[str, str] = {}
+    source: dict[str, tuple[int, bool]] = {}  # key -> (line, non-ASCII text on it) of the entry that won
     for chars, lines in _logical_lines(text):
         key, value = _split_entry(chars, lines, origin)
         result[key] = value
+        source[key] = (lines[0] if lines else 1, any(c >= "\x80" for c in chars))
+    for key, value in result.items():
+        line, non_ascii = source[key]
+        _check_entry(key, value, line, origin)
+        if notes is not None and non_ascii:
+            notes.append(_non_ascii_note(key, value, line))
     return result
 
 
-def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read and parse a properties file (UTF-8, or ISO-8859-1 if it is not valid UTF-8)."""
+def decode_properties(data: bytes, origin: str, notes: list[str] | None = None) -> dict[str, str]:
+    """Parse the bytes of a properties file as ``java.util.Properties.load(InputStream)`` does:
+    ISO-8859-1, one character per byte (MirrorMaker's way).  A byte-order mark is refused."""
+    if len(data) > MAX_FILE_BYTES:
+        raise _too_large(origin, "properties")
+    for mark, name in ((b"\xef\xbb\xbf", "UTF-8"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+        if data.startswith(mark):
+            raise ConfigError(
+                f"starts with a {name} byte-order mark, which MirrorMaker reads (ISO-8859-1, as "
+                "java.util.Properties does) as characters of the first key",
+                origin=origin,
+                key="line 1",
+                fix="save the file without the byte-order mark, as ASCII or ISO-8859-1, other "
+                "characters written as \\uXXXX escapes",
+            )
+    return parse_properties(data.decode("latin-1"), origin, notes)
+
+
+def load_properties(
+    path: str | os.PathLike[str], notes: list[str] | None = None, kind: str = "properties"
+) -> dict[str, str]:
+    """Read and parse a properties file as MirrorMaker does (:func:`decode_properties`); ``kind`` names
+    the file in errors (e.g. ``consumer properties``)."""
     origin = os.fspath(path)
-    return parse_properties(_read_config_text(origin, "properties"), origin)
+    return decode_properties(read_config_bytes(origin, kind), origin, notes)
 
 
-def _read_config_text(origin: str, kind: str) -> str:
-    """The text of a configuration file, for the parsers in kmirror.
+def _too_large(origin: str, kind: str) -> ConfigError:
+    return ConfigError(
+        f"larger than {MAX_FILE_BYTES // 1024 // 1024} MiB, the limit for a {kind} file",
+        origin=origin,
+        fix=f"check that the path names the {kind} file (they hold a few KiB)",
+    )
 
-    UTF-8 (a leading byte-order mark is dropped); a file that is not valid UTF-8 is read as
-    ISO-8859-1, the encoding Java assumes for properties files.
-    """
+
+def _check_entry(key: str, value: str, line: int, origin: str) -> None:
+    for text, what in ((key, "the key"), (value, f"the value of {key!r}")):
+        bad = _UNUSABLE.search(text)
+        if bad is None:
+            continue
+        if bad.group() == "\x00":
+            raise ConfigError(
+                f"{what} holds a NUL character (\\u0000 or a zero byte), where librdkafka would cut it",
+                origin=origin,
+                key=f"line {line}",
+                fix="remove the NUL character",
+            )
+        raise ConfigError(
+            f"{what} holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), "
+            "which has no UTF-8 form for librdkafka",
+            origin=origin,
+            key=f"line {line}",
+            fix="write the character itself as \\uXXXX, or both halves of a surrogate pair "
+            "(e.g. \\uD83D\\uDE00)",
+        )
+    if len(value) > MAX_VALUE_CHARS:
+        raise ConfigError(
+            f"the value of {key!r} is longer than {MAX_VALUE_CHARS:,} characters, the limit for a value",
+            origin=origin,
+            key=f"line {line}",
+            fix="check the value (a continuation line may have swallowed the following lines)",
+        )
+
+
+def _non_ascii_note(key: str, value: str, line: int) -> str:
+    """How a non-ASCII value was read; never shows a secret."""
+    how = (
+        f"line {line} has non-ASCII bytes, read as ISO-8859-1 (one character per byte), as "
+        "MirrorMaker reads properties files"
+    )
     try:
-        data = Path(origin).read_bytes()
+        as_utf8 = value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        as_utf8 = None
+    if is_secret(key):
+        hint = " (they look like UTF-8 text)" if as_utf8 is not None and as_utf8 != value else ""
+        return (
+            f"{key}: {how}{hint}; if another reading was meant, write its non-ASCII characters as "
+            "\\uXXXX escapes"
+        )
+    shown = f"{key}={value!r}"
+    if as_utf8 is not None and as_utf8 != value:
+        escaped = "".join(c if c < "\x80" else _java_escape(c) for c in as_utf8)
+        return f"{key}: {how}: {shown}; if the file is UTF-8 and {as_utf8!r} was meant, write {escaped}"
+    return f"{key}: {how}: {shown}"
+
+
+def _java_escape(c: str) -> str:
+    """One character as Java escapes it in a properties file (two UTF-16 units beyond U+FFFF)."""
+    units = c.encode("utf-16-be")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+def read_config_bytes(origin: str, kind: str) -> bytes:
+    """The bytes of a configuration file (at most :data:`MAX_FILE_BYTES`), or a one-line ConfigError."""
+    try:
+        with open(origin, "rb") as f:
+            if stat.S_ISDIR(os.fstat(f.fileno()).st_mode):
+                raise IsADirectoryError
+            data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
             "file not found",
@@ -77,16 +196,45 @@ def _read_config_text(origin: str, kind: str) -> str:
         raise ConfigError(
             "permission denied", origin=origin, fix="make the file readable by the user that runs kmirror"
         ) from None
+    except ValueError:  # a NUL character in the path
+        raise ConfigError(
+            "the path holds a NUL character",
+            origin=repr(origin),
+            fix=f"give the path of the {kind} file",
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"cannot read the file ({exc.strerror or exc})",
             origin=origin,
             fix=f"check that the path names a readable {kind} file",
         ) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _too_large(origin, kind)
+    return data
+
+
+def read_jaas_text(origin: str) -> str:
+    """The text of a JAAS file, decoded as the JDK reads it: UTF-8 (a byte-order mark is refused: Java
+    reads it as part of the first name, and invalid UTF-8 too: Java reads it as U+FFFD)."""
+    kind = "JAAS configuration"
+    data = read_config_bytes(origin, kind)
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise ConfigError(
+            "starts with a UTF-8 byte-order mark, which Java reads as part of the first section name",
+            origin=origin,
+            key="line 1",
+            fix="save the file without the byte-order mark",
+        )
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            "not valid UTF-8 (Java reads JAAS files as UTF-8 and would replace these bytes by U+FFFD)",
+            origin=origin,
+            key=f"line {line}",
+            fix="save the file as UTF-8",
+        ) from None
 
 
 def _logical_lines(text: str) -> Iterator[tuple[list[str], list[int]]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -157,14 +156,18 @@ def _stores(t: _Translation, origin: str) -> None:
 
 
 _KAFKA_OPTS_JAAS = re.compile(r"^-Djava\.security\.auth\.login\.config=(.+)$")
+_SHELL_BLANKS = re.compile(r"[ \t\n]+")
 
 
 def _jaas_from_env(env: Mapping[str, str]) -> str | None:
-    for word in shlex.split(env.get("KAFKA_OPTS", "")):
+    # Kafka's scripts expand $KAFKA_OPTS unquoted: the shell splits it at blanks and removes no quotes;
+    # the JVM keeps the last of repeated -D options.
+    found = None
+    for word in _SHELL_BLANKS.split(env.get("KAFKA_OPTS", "")):
         m = _KAFKA_OPTS_JAAS.match(word)
         if m:
-            return m.group(1)
-    return None
+            found = m.group(1)
+    return found
 
 
 def _sasl(t: _Translation, origin: str, env: Mapping[str, str]) -> None:

@@ -8,11 +8,17 @@ from collections.abc import Mapping
 from kmirror.config import safety
 from kmirror.config.capture import captured_log
 from kmirror.config.client import ClientConfig, client_conf
-from kmirror.errors import ConfigError
+from kmirror.errors import ConfigError, one_line
 
 
 def finish(cfg: ClientConfig, *, allow_unsafe: bool) -> ClientConfig:
-    """Apply :mod:`kmirror.config.safety`: refuse engine-owned keys and (unless allowed) unsafe values."""
+    """Apply :mod:`kmirror.config.safety`: refuse engine-owned keys and (unless allowed) unsafe values.
+
+    Also refuse what librdkafka cannot take as it is (whichever step it came from, e.g. a JAAS option's
+    ``\\0`` escape): a NUL character, where librdkafka would cut the value, and a lone UTF-16 surrogate,
+    which has no UTF-8 form (confluent-kafka crashes on it)."""
+    for key, value in cfg.settings.items():
+        _refuse_unusable(key, value, cfg.origin)
     for key, value in safety.ENGINE_OWNED[cfg.role].items():
         if key in cfg.settings and cfg.settings[key].strip().lower() != value:
             raise ConfigError(
@@ -26,6 +32,32 @@ def finish(cfg: ClientConfig, *, allow_unsafe: bool) -> ClientConfig:
         raise ConfigError(cfg.violations[0].render())
     cfg.settings = safety.apply(cfg.settings, cfg.role)
     return cfg
+
+
+_UNUSABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def shown(key: str) -> str:
+    """A key as an error message shows it: as it is, or escaped when it holds unprintable characters."""
+    return key if key.isprintable() else ascii(key)
+
+
+def _refuse_unusable(key: str, value: str, origin: str) -> None:
+    for text, what in ((key, "the key"), (value, "the value")):
+        bad = _UNUSABLE.search(text)
+        if bad is None:
+            continue
+        problem = (
+            f"{what} holds a NUL character, where librdkafka would cut it"
+            if bad.group() == "\x00"
+            else f"{what} holds a lone UTF-16 surrogate, which has no UTF-8 form for librdkafka"
+        )
+        raise ConfigError(
+            problem,
+            origin=origin,
+            key=shown(key),
+            fix="remove it from the value (or from the JAAS login module option it comes from)",
+        )
 
 
 # librdkafka names a property by its canonical name in messages; operators wrote the alias.
@@ -50,6 +82,7 @@ def _as_written(text: str, settings: Mapping[str, object]) -> str:
 
 
 _NO_SUCH = re.compile(r'No such configuration property: "([^"]+)"')
+_UNKNOWN_SHOWN = 5  # unknown keys named in the error; the rest are counted
 _ROLE_WARNING = re.compile(r"Configuration property (\S+) is a (producer|consumer) property")
 
 
@@ -59,6 +92,58 @@ def _client_version() -> str:
     from kmirror.config.kerberos import binding_version
 
     return f"confluent-kafka {binding_version()}, librdkafka {confluent_kafka.libversion()[0]}"
+
+
+_PROBE = "kmirror.probe.no.such.key"  # a key librdkafka does not know, so that a probe creates no client
+
+
+def _is_unknown(key: str, value: object) -> bool:
+    """Whether librdkafka does not know ``key`` (set alone, then a key it never knows: no client is made;
+    a producer, because a consumer wants a group.id first, and both know the same keys)."""
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer({key: value, _PROBE: "x"})
+    except KafkaException as exc:
+        m = _NO_SUCH.search(exc.args[0].str())
+        return m is not None and m.group(1) == key
+    except (TypeError, ValueError):
+        return False
+    return False
+
+
+def _unknown_keys(unknown: list[str], origin: str) -> ConfigError:
+    first = ", ".join(shown(k) for k in unknown[:_UNKNOWN_SHOWN])
+    more = len(unknown) - _UNKNOWN_SHOWN
+    names = f"{first} and {more:,} more, {len(unknown):,} in all" if more > 0 else first
+    return ConfigError(
+        "unknown key"
+        + ("s " if len(unknown) > 1 else " ")
+        + names
+        + " (neither a Java client key kmirror translates nor a librdkafka key)",
+        origin=origin,
+        fix="fix the spelling or remove it; docs/config-translation.md lists the keys",
+    )
+
+
+def _refusal(exc: Exception, conf: Mapping[str, object], origin: str) -> ConfigError:
+    message = exc.args[0].str()
+    if "No provider for SASL mechanism GSSAPI" in message:
+        return ConfigError(
+            f"this kmirror's Kafka client ({_client_version()}) is built without GSSAPI",
+            origin=origin,
+            key="sasl.mechanism=GSSAPI",
+            fix="install kmirror with the GSSAPI-capable client (the kmirror_worker role does it "
+            "for hosts with a Kerberos cluster; docs/deployment.md)",
+        )
+    return ConfigError(
+        _as_written(message, conf)
+        .removeprefix("Failed to create consumer: ")
+        .removeprefix("Failed to create producer: ")
+        .strip(),
+        origin=origin,
+        fix="correct the value (see docs/config-translation.md)",
+    )
 
 
 def validate_with_librdkafka(cfg: ClientConfig) -> None:
@@ -73,51 +158,29 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
         # Offline: no background kinit into the user's ticket cache (kmirror.config.kerberos logs in
         # for real).
         conf["sasl.kerberos.min.time.before.relogin"] = 0
-    unknown: list[str] = []
+    make = Consumer if cfg.role == "consumer" else Producer
     with captured_log("validate") as (logger, lines):
-        while True:
-            try:
-                client = (
-                    Consumer(conf, logger=logger) if cfg.role == "consumer" else Producer(conf, logger=logger)
-                )
-            except KafkaException as exc:
-                message = exc.args[0].str()
-                m = _NO_SUCH.search(message)
-                if m and m.group(1) in conf:
-                    unknown.append(m.group(1))
-                    del conf[m.group(1)]
-                    continue
-                if "No provider for SASL mechanism GSSAPI" in message:
-                    raise ConfigError(
-                        f"this kmirror's Kafka client ({_client_version()}) is built without GSSAPI",
-                        origin=cfg.origin,
-                        key="sasl.mechanism=GSSAPI",
-                        fix="install kmirror with the GSSAPI-capable client (the kmirror_worker role does it "
-                        "for hosts with a Kerberos cluster; docs/deployment.md)",
-                    ) from None
-                raise ConfigError(
-                    _as_written(message, conf)
-                    .removeprefix("Failed to create consumer: ")
-                    .removeprefix("Failed to create producer: ")
-                    .strip(),
-                    origin=cfg.origin,
-                    fix="correct the value (see docs/config-translation.md)",
-                ) from None
-            if isinstance(client, Consumer):
-                client.poll(0)
-                client.close()
-            else:
-                client.poll(0)
-            break
-    if unknown:
-        raise ConfigError(
-            "unknown key"
-            + ("s " if len(unknown) > 1 else " ")
-            + ", ".join(unknown)
-            + " (neither a Java client key kmirror translates nor a librdkafka key)",
-            origin=cfg.origin,
-            fix="fix the spelling or remove it; docs/config-translation.md lists the keys",
-        )
+        try:
+            client = make(conf, logger=logger)
+        except KafkaException as exc:
+            if not _NO_SUCH.search(exc.args[0].str()):
+                raise _refusal(exc, conf, cfg.origin) from None
+            # One unknown key or many: find them all in one pass, then check the rest as a whole.
+            unknown = [k for k in conf if _is_unknown(k, conf[k])]
+            if unknown:
+                raise _unknown_keys(unknown, cfg.origin) from None
+            raise _refusal(exc, conf, cfg.origin) from None
+        except (TypeError, ValueError) as exc:  # a key the Python client reads itself (error_cb=...)
+            raise ConfigError(
+                one_line(str(exc)),
+                origin=cfg.origin,
+                fix="remove the key (kmirror sets the client's callbacks itself)",
+            ) from None
+        if isinstance(client, Consumer):
+            client.poll(0)
+            client.close()
+        else:
+            client.poll(0)
     for line in lines:
         m = _ROLE_WARNING.search(line)
         if m:
