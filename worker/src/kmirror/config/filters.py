@@ -250,7 +250,7 @@ def _is_word(c: str) -> bool:
 
 @dataclass
 class _Node:
-    kind: str  # chars, seq, alt, rep, atomic, look, assert
+    kind: str  # chars, seq, alt, rep, atomic, look, assert (and quote while parsing)
     pred: Pred | None = None
     check: Check | None = None
     items: list[_Node] = field(default_factory=list)
@@ -282,13 +282,27 @@ def _width(node: _Node) -> tuple[int, int | None]:
         his = [w[1] for w in widths]
         return min(los), (None if None in his else max(h for h in his if h is not None))
     a, b = _width(node.items[0])  # rep
-    if node.hi is None or (b is None and node.hi > 0):
+    if node.hi is None or b is None:  # Java: unbounded even when repeated {0} times
         return a * node.lo, None
     return a * node.lo, node.hi * (b or 0)
 
 
 def _has_assertion(node: _Node) -> bool:
     return node.kind in ("assert", "look") or any(_has_assertion(i) for i in node.items)
+
+
+def _repeated_alternation(node: _Node) -> bool:
+    """Whether a group of varying length or with an alternation is repeated beyond once: Java finds no
+    maximum length for it (so refuses it in a look-behind)."""
+    if node.kind == "rep" and node.hi != 1 and node.items[0].kind != "chars":
+        least, most = _width(node.items[0])
+        if least != most or _has_alternation(node.items[0]):
+            return True
+    return any(_repeated_alternation(i) for i in node.items)
+
+
+def _has_alternation(node: _Node) -> bool:
+    return node.kind == "alt" or any(_has_alternation(i) for i in node.items)
 
 
 def _size(node: _Node) -> int:
@@ -354,16 +368,18 @@ class _Parser:
         items: list[_Node] = []
         while self.i < len(self.s) and self.peek() not in "|)":
             atom = self.atom()
-            if atom is not None:
-                items.append(self.quantified(atom))
+            if atom is None:
+                continue
+            if atom.kind == "quote":  # Java quotes \Q..\E char by char: a quantifier takes the last one
+                items.extend(atom.items[:-1])
+                atom = atom.items[-1]
+            items.append(self.quantified(atom))
         return items[0] if len(items) == 1 else _Node("seq", items=items)
 
     def quantified(self, atom: _Node) -> _Node:
         c = self.peek()
         if c not in ("*", "+", "?", "{"):
             return atom
-        if atom.kind in ("assert", "look"):
-            raise self.fail("a quantifier on an assertion or look-around", "remove the quantifier")
         if c == "{":
             lo, hi = self.counts()
         else:
@@ -376,6 +392,8 @@ class _Parser:
             mode, self.i = "p", self.i + 1
         if self.peek() in ("*", "+", "?", "{"):
             raise self.fail(f"a quantifier after a quantifier at position {self.i}", "remove one of them")
+        if atom.kind in ("assert", "look"):  # zero-width: once is as good as many, none always holds
+            return atom if lo > 0 else _Node("seq")
         return _Node("rep", items=[atom], lo=lo, hi=hi, mode=mode)
 
     def counts(self) -> tuple[int, int | None]:
@@ -486,9 +504,9 @@ class _Parser:
                 negate = self.peek(1) == "!"
                 self.i += 2
                 body = self.alternation()
-                if _width(body)[1] is None:
+                if _width(body)[1] is None or _repeated_alternation(body):
                     fix = "bound it, e.g. (?<=a{1,10}) instead of (?<=a+)"
-                    raise self.fail("a look-behind without a maximum length", fix)
+                    raise self.fail("a look-behind without an obvious maximum length (as Java sees it)", fix)
                 node = _Node("look", items=[body], behind=True, negate=negate)
             elif c == "<":
                 self.i += 1
@@ -537,7 +555,7 @@ class _Parser:
 
     # - escapes -
 
-    def escape(self) -> _Node:
+    def escape(self) -> _Node | None:
         self.i += 1
         c = self.peek()
         if not c:
@@ -546,7 +564,7 @@ class _Parser:
             end = self.s.find("\\E", self.i + 1)
             text = self.s[self.i + 1 :] if end < 0 else self.s[self.i + 1 : end]
             self.i = len(self.s) if end < 0 else end + 2
-            return _Node("seq", items=[self.literal(ch) for ch in text])
+            return _Node("quote", items=[self.literal(ch) for ch in text]) if text else None
         if c in _ESCAPE_CLASSES:
             self.i += 1
             return _Node("chars", pred=_ESCAPE_CLASSES[c])
