@@ -114,6 +114,11 @@ def test_terraform_secret_regex_is_the_workers_rule(generator, description):
         "sasl.oauthbearer.config",
         "sasl.kerberos.keytab",
         "my.secret.x",
+        "sasl.jaas.config",
+        "ssl.keystore.key",
+        "ssl_key",
+        "sasl.oauthbearer.client.credentials.client.id",
+        "key.serializer",
     ]
     for key in keys:
         assert bool(re.search(pattern[4:], key, re.IGNORECASE)) == is_secret(key), key

@@ -1,5 +1,5 @@
 output "inventory_yaml" {
-  description = "The Ansible inventory as YAML text, for `ansible-playbook -i <file> playbooks/site.yml`. Holds no secret: cluster secrets appear only as \"{{ vault_... }}\" references (see secret_variables)."
+  description = "The Ansible inventory as YAML text, for `ansible-playbook -i <file> playbooks/site.yml`. Holds no secret: every input that could carry one (secret-named properties such as sasl.jaas.config or ssl.key.password, host vars, all_vars) is refused unless it is a \"{{ vault_... }}\" reference (see secret_variables), by the rule of kmirror.config.secrets."
   value       = local.inventory_yaml
 }
 

@@ -304,3 +304,46 @@ run "refuses_a_bad_secret_variable_prefix" {
   variables { secret_variable_prefix = "vault-" }
   expect_failures = [var.secret_variable_prefix]
 }
+
+run "refuses_a_literal_jaas_config_in_properties" {
+  command = plan
+  variables { target_cluster = { bootstrap_servers = "t1:9093", producer_properties = { "sasl.jaas.config" = "x required password=\"hunter2\";" } } }
+  expect_failures = [var.target_cluster]
+}
+
+run "refuses_a_literal_secret_in_host_vars" {
+  command = plan
+  variables { workers = [{ name = "mirror-1", address = "10.0.1.10", vars = { ansible_become_password = "hunter2" } }] }
+  expect_failures = [var.workers]
+}
+
+run "refuses_a_literal_secret_in_audit_host_vars" {
+  command = plan
+  variables { audit_hosts = [{ name = "audit-1", address = "10.0.3.10", vars = { kafka_client_secret = "hunter2" } }] }
+  expect_failures = [var.audit_hosts]
+}
+
+run "refuses_a_literal_secret_in_all_vars" {
+  command = plan
+  variables { all_vars = { kmirror_admin_password = "hunter2" } }
+  expect_failures = [var.all_vars]
+}
+
+run "refuses_a_header_line_with_a_line_break" {
+  command = plan
+  variables { header = ["ok", "x\nall: {}"] }
+  expect_failures = [var.header]
+}
+
+run "secret_names_take_vault_references_everywhere" {
+  command = plan
+  variables {
+    workers        = [{ name = "mirror-1", address = "10.0.1.10", vars = { ansible_become_password = "{{ vault_become }}" } }]
+    all_vars       = { kmirror_admin_password = "{{ vault_admin }}", kmirror_sysctl_apply_live = false }
+    target_cluster = { bootstrap_servers = "t1:9093", producer_properties = { "sasl.jaas.config" = "{{ vault_target_jaas }}" } }
+  }
+  assert {
+    condition     = contains(output.secret_variables, "vault_target_jaas")
+    error_message = "A Vault reference in a secret property is listed among the variables to define."
+  }
+}

@@ -1,9 +1,10 @@
 """Which configuration keys hold secrets: the one rule, wherever a value is masked or kept out of logs.
 
 Pure (standard library only): :mod:`kmirror.config` masks with it (JAAS options too), the Ansible filter
-``roles/kmirror_config/filter_plugins/kmirror_config.py`` imports it on the controller, and the cluster
-definition generator (``make cluster-definition``) writes :func:`key_regex` into the Terraform inventory
-module, which cannot import Python.
+``roles/kmirror_config/filter_plugins/kmirror_config.py`` imports it on the controller (a properties file
+with a secret key is hidden from Ansible's output and diffs), and the cluster definition generator
+(``make cluster-definition``) writes :func:`key_regex` into the Terraform inventory module, which cannot
+import Python.
 """
 
 from __future__ import annotations
@@ -11,19 +12,33 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-SECRET_MARKERS = ("password", "secret", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config")
+# A key is secret when one of these (case-insensitive, RE2 and Python syntax) is found in it:
+SECRET_MARKERS = (
+    "password",  # sasl.password, ssl.key.password, ssl.keystore.password, ssl_key_password, ...
+    "passwd",
+    "passphrase",  # sasl.oauthbearer.assertion.private.key.passphrase
+    "secret",  # sasl.oauthbearer.client.secret, ...
+    "jaas",  # sasl.jaas.config (Java clients: the login module's options, a password among them)
+    "credential",  # sasl.oauthbearer.client.credentials.*, listener credentials
+    r"sasl\.oauthbearer\.config",  # librdkafka's unsecured token settings
+    r"ssl\.key\.pem",  # a private key given inline
+    # A key whose last part is "key" (ssl_key, ssl.keystore.key, *.private.key, api.key): the key itself;
+    # paths to one (ssl.key.location, *.key.file) are not secret.
+    r"(^|[._-])key$",
+    r"api[._-]?key",
+)
 MASK = "********"
+_SECRET_RE = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)
 
 
 def is_secret(key: str) -> bool:
-    """True when a key (any case) names a secret: it contains one of :data:`SECRET_MARKERS`."""
-    k = str(key).lower()
-    return any(m in k for m in SECRET_MARKERS)
+    """True when a key (any case) names a secret: one of :data:`SECRET_MARKERS` is found in it."""
+    return _SECRET_RE.search(str(key)) is not None
 
 
 def key_regex() -> str:
     """:func:`is_secret` as one case-insensitive regular expression (RE2 and Python syntax)."""
-    return "(?i)" + "|".join(re.escape(m) for m in SECRET_MARKERS)
+    return "(?i)" + "|".join(SECRET_MARKERS)
 
 
 def masked(settings: Mapping[str, str]) -> dict[str, str]:
