@@ -12,6 +12,8 @@ import jinja2
 import pytest
 from ansible_harness import ROLES, TEMPLATES, load_module
 
+ESCAPE = load_module(ROLES / "kmirror_common/filter_plugins/kmirror_escape.py", "kmirror_escape_filters")
+
 
 @pytest.fixture(scope="session")
 def render():
@@ -22,6 +24,8 @@ def render():
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+    # The escaping filters every role has (kmirror_common, a dependency of each).
+    env.filters.update(ESCAPE.FilterModule().filters())
 
     def _render(name: str, **variables: object) -> str:
         return env.get_template(name).render(**variables)

@@ -23,6 +23,10 @@ import yaml
 DEFINITION = Path(__file__).resolve().parents[1] / "files" / "cluster_definition.yml"
 
 
+# Keys written into a side's JAAS file (templates/jaas.conf.j2), where Java expands ${...}.
+JAAS_KEYS = ("sasl_username", "sasl_password", "kerberos_principal", "kerberos_service_name")
+
+
 class ClusterDefinitionError(ValueError):
     pass
 
@@ -38,6 +42,15 @@ def key_spec(key: str, side: str) -> dict:
         if entry["key"] == key and side in entry.get("sides", ("target", "source")):
             return {**entry, **entry.get("per_side", {}).get(side, {})}
     raise KeyError(f"{key} is not a {side} cluster key of {DEFINITION.name}")
+
+
+def side_keys(side: str) -> list[dict]:
+    """The descriptions of the keys of one side, per-side overrides applied."""
+    return [
+        {**e, **e.get("per_side", {}).get(side, {})}
+        for e in definition()["keys"]
+        if side in e.get("sides", ("target", "source"))
+    ]
 
 
 def _is_secret(key: str) -> bool:
@@ -114,11 +127,49 @@ def _problem(check: dict, cluster: dict, side: str) -> dict | None:
     return None if ok else {}
 
 
+def _nul_in(value: Any, path: str) -> str | None:
+    """Where the first string (key or value) in ``value`` holding a NUL character is, or None."""
+    if isinstance(value, str):
+        return path if "\0" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        here = f"{path}[{k!r}]" if isinstance(value, list) or "\0" in str(k) else f"{path}.{k}".lstrip(".")
+        if "\0" in str(k):
+            return here
+        hit = _nul_in(v, here)
+        if hit:
+            return hit
+    return None
+
+
+def check_patterns(cluster: dict, where: str, side: str) -> None:
+    """Every key with a ``pattern`` matches it as a whole (re.fullmatch), and no string holds a NUL."""
+    nul = _nul_in(cluster, "")
+    if nul:
+        raise _fail(where, f"{nul} holds a NUL character", "remove it (no file or command line can carry it)")
+    for key in JAAS_KEYS:
+        if "${" in str(cluster.get(key) or ""):
+            raise _fail(
+                where,
+                f"{key} holds '${{': the JAAS file it is written to would read it as a Java system property",
+                "choose a value without '${' (JAAS files have no way to write it)",
+            )
+    for entry in side_keys(side):
+        value = cluster.get(entry["key"])
+        if "pattern" in entry and value not in (None, "") and not re.fullmatch(entry["pattern"], str(value)):
+            raise _fail(
+                where,
+                f"{entry['key']} {str(value)!r} is not usable as a name in unit, file and directory names",
+                "use 1-63 letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. east)",
+            )
+
+
 def check_cluster(cluster: dict, where: str, *, source: bool) -> None:
     """Run the checks of cluster_definition.yml; the first failing one raises its one-line message."""
     if not isinstance(cluster, dict):
         raise _fail(where, "is not a mapping", "see inventory.example")
     side = "source" if source else "target"
+    check_patterns(cluster, where, side)
     for check in definition()["checks"]:
         if side not in check.get("sides", ("target", "source")):
             continue
@@ -154,11 +205,11 @@ def check_definitions(sources: list, target: dict) -> None:
     for i, s in enumerate(sources):
         name = str((s or {}).get("name") or "") if isinstance(s, dict) else ""
         where = f"kmirror_source_clusters[{i}]" + (f" ({name})" if name else "")
-        if not re.match(key_spec("name", "source")["pattern"], name):
+        if not re.fullmatch(key_spec("name", "source")["pattern"], name):
             raise _fail(
                 where,
                 f"name {name!r} is not usable as a systemd instance and directory name",
-                "use letters, digits, '.', '_' and '-' (e.g. east)",
+                "use 1-63 letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. east)",
             )
         if name in seen:
             raise _fail(where, f"name {name!r} is used twice", "give every source cluster its own name")
