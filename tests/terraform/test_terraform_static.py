@@ -140,7 +140,10 @@ def test_aws_hosts_allow_only_what_the_mirror_needs() -> None:
     assert variables["associate_public_ip_address"]["default"] is False
     assert variables["metadata_hop_limit"]["default"] == 1
     operator_checks = " ".join(c["condition"] for c in variables["operator_cidr_blocks"]["validation"])
-    assert "0.0.0.0/0" in operator_checks and "::/0" in operator_checks
+    # By address range (prefix length and network address), not by spelling: the cases that must be refused
+    # (0.0.0.0/1 with 128.0.0.0/1, ...) are in test_terraform_aws_variables.py.
+    assert "cidrhost(c, 0)" in operator_checks and 'split("/", c)[1]' in operator_checks
+    assert '"0.0.0.0/0"' not in operator_checks
 
 
 def test_the_tools_are_ruff_clean() -> None:
