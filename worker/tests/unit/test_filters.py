@@ -237,3 +237,22 @@ def test_describe():
     assert "orders.*" in text
     assert "tmp" in text
     assert "__" in text
+
+
+# --- inline flags switched off, empty patterns (issue 20) ---
+
+
+def test_negated_inline_flag_is_case_sensitive():
+    assert not TopicFilter("(?-i)orders").matches("ORDERS")
+    assert TopicFilter("(?-i)orders").matches("orders")
+    f = TopicFilter("(?i)orders(?-i)X")
+    assert f.matches("ORDERSX")
+    assert not f.matches("ordersx")
+    assert not TopicFilter("(?i-i)a").matches("A")
+
+
+@pytest.mark.parametrize("pattern", ["", ",", "''"])
+def test_empty_whitelist_mirrors_nothing_so_it_is_refused(pattern):
+    with pytest.raises(ConfigError) as err:
+        TopicFilter(pattern)
+    assert "give --whitelist '.*' for every topic" in str(err.value)

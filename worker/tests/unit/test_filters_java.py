@@ -94,17 +94,18 @@ QUANTIFIERS = ["*", "+", "?", "{2}", "{0,2}", "{1,}", "{1,3}", "{0}", None, "{2,
 
 
 def pick(rnd: random.Random, pieces: list[str | None]) -> str:
-    """A piece kmirror accepts, or one it refuses one time in 25."""
+    """A piece kmirror accepts, or one it refuses one time in 40."""
     cut = pieces.index(None)
     good, bad = pieces[:cut], pieces[cut + 1 :]
-    piece = rnd.choice(bad if rnd.random() < 0.04 else good)
+    piece = rnd.choice(bad if rnd.random() < 0.025 else good)
     assert piece is not None
     return piece
 
 
 def gen_pattern(rnd: random.Random, depth: int = 0) -> str:
     """A regex from the grammar's pieces, valid or not (the invalid ones test the refusals)."""
-    branches = [gen_sequence(rnd, depth) for _ in range(rnd.choice([1, 1, 1, 2, 3]))]
+    counts = [1, 1, 1, 2, 3] + ([5, 9] if depth == 0 else [])
+    branches = [gen_sequence(rnd, depth) for _ in range(rnd.choice(counts))]
     return rnd.choice(["|", "|", ","]).join(branches)
 
 
@@ -203,7 +204,7 @@ def test_kmirror_refuses_or_decides_as_mirrormaker_on_generated_patterns(oracle:
             divergences.append(f"{pattern!r}: kmirror {ours} java {java} {wrong[:3]!r}")
     assert not divergences, f"{len(divergences)} divergences:\n" + "\n".join(divergences[:30])
     # Not a vacuous comparison: most patterns are accepted and compared.
-    assert accepted > PATTERNS * 0.45, (accepted, refused)
+    assert accepted > PATTERNS * 0.35, (accepted, refused)
 
 
 def kmirror_decisions_preprocessed(pattern: str, names: list[str]) -> str | None:

@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kmirror.errors import ConfigError
+from kmirror.errors import ConfigError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,8 @@ INTERNAL_PREFIX = "__"
 
 MAX_NESTING = 100  # groups and classes inside each other
 MAX_REPEAT = 1000  # the largest count in {m,n}
-MAX_PROGRAM = 20_000  # instructions of a compiled pattern (counted repetitions are unrolled)
-STEP_BUDGET = 5_000_000  # instructions one match may execute (far above what a topic name needs)
+MAX_PROGRAM = 200_000  # instructions of a compiled pattern (counted repetitions are unrolled)
+STEP_BUDGET = 2_000_000  # instructions one match may execute (far above what a topic name needs)
 
 Pred = Callable[[str], bool]
 Check = Callable[[str, int], bool]
@@ -50,7 +50,7 @@ _NESTING_FIX = "write the pattern with less nesting"
 
 
 def _bad(option: str, raw: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"{problem} in {raw!r}", key=option, fix=fix)
+    return ConfigError(f"{one_line(problem)} in {raw!r}", key=option, fix=fix)
 
 
 # --- MirrorMaker's preprocessing --------------------------------------------------------------------
@@ -259,11 +259,17 @@ class _Node:
     mode: str = "g"  # rep: g greedy, l lazy, p possessive
     behind: bool = False  # look
     negate: bool = False  # look
+    literal: str = ""  # chars: the one character it matches, when it is a plain literal
+    dot: bool = False  # chars: a plain '.' (any character but a line terminator)
+    unbounded: bool = False  # an assertion repeated without limit: Java gives it no maximum length
+    varying: bool = False  # an assertion repeated {m,n} with m < n: Java counts it as of varying length
 
 
 def _width(node: _Node) -> tuple[int, int | None]:
     """The fewest and most characters ``node`` can match (None: no limit)."""
     k = node.kind
+    if node.unbounded:
+        return 0, None
     if k == "chars":
         return 1, 1
     if k in ("assert", "look"):
@@ -296,13 +302,17 @@ def _repeated_alternation(node: _Node) -> bool:
     maximum length for it (so refuses it in a look-behind)."""
     if node.kind == "rep" and node.hi != 1 and node.items[0].kind != "chars":
         least, most = _width(node.items[0])
-        if least != most or _has_alternation(node.items[0]):
+        if least != most or _varies(node.items[0]):
             return True
     return any(_repeated_alternation(i) for i in node.items)
 
 
-def _has_alternation(node: _Node) -> bool:
-    return node.kind == "alt" or any(_has_alternation(i) for i in node.items)
+def _varies(node: _Node) -> bool:
+    """Whether Java's regex compiler counts ``node`` as not deterministic: an alternation, or any
+    quantifier with a range, inside."""
+    if node.kind == "alt" or node.varying or (node.kind == "rep" and node.lo != node.hi):
+        return True
+    return any(_varies(i) for i in node.items)
 
 
 def _size(node: _Node) -> int:
@@ -393,7 +403,8 @@ class _Parser:
         if self.peek() in ("*", "+", "?", "{"):
             raise self.fail(f"a quantifier after a quantifier at position {self.i}", "remove one of them")
         if atom.kind in ("assert", "look"):  # zero-width: once is as good as many, none always holds
-            return atom if lo > 0 else _Node("seq")
+            node = atom if lo > 0 else _Node("seq")
+            return _Node("seq", items=[node], unbounded=hi is None, varying=hi != lo)
         return _Node("rep", items=[atom], lo=lo, hi=hi, mode=mode)
 
     def counts(self) -> tuple[int, int | None]:
@@ -432,7 +443,7 @@ class _Parser:
                 return _Node("chars", pred=lambda _c: True)
             if "d" in self.flags:
                 return _Node("chars", pred="\n".__ne__)
-            return _Node("chars", pred=_not(_chars(_LINE_TERMINATORS)))
+            return _Node("chars", pred=_not(_chars(_LINE_TERMINATORS)), dot=True)
         if c == "^":
             return _Node("assert", check=self.caret())
         if c == "$":
@@ -440,7 +451,9 @@ class _Parser:
         return self.literal(c)
 
     def literal(self, ch: str) -> _Node:
-        return _Node("chars", pred=_ci_char(ch) if "i" in self.flags else ch.__eq__)
+        if "i" in self.flags:
+            return _Node("chars", pred=_ci_char(ch))
+        return _Node("chars", pred=ch.__eq__, literal=ch)
 
     def caret(self) -> Check:
         if "m" not in self.flags:
@@ -747,7 +760,16 @@ class _Parser:
 
 # --- program and matcher ----------------------------------------------------------------------------
 
-_CHAR, _SPLIT, _JMP, _ASSERT, _END, _ATOMIC, _LOOK = range(7)
+_CHAR, _SPLIT, _JMP, _ASSERT, _END, _ATOMIC, _LOOK, _DISPATCH = range(8)
+
+
+def _first_literal(node: _Node) -> str:
+    """The character every match of ``node`` starts with, when that is a plain literal; else ''."""
+    while node.kind == "seq" and node.items:
+        node = node.items[0]
+    if node.kind == "rep" and node.lo > 0:
+        return _first_literal(node.items[0])
+    return node.literal if node.kind == "chars" else ""
 
 
 class _BudgetExceeded(Exception):
@@ -784,6 +806,8 @@ class _Compiler:
         elif k == "seq":
             for item in node.items:
                 self.node(item)
+        elif k == "alt" and len(node.items) >= 4:
+            self.dispatch(node.items)
         elif k == "alt":
             jumps = []
             for item in node.items[:-1]:
@@ -809,6 +833,25 @@ class _Compiler:
             self.node(_Node("atomic", items=[greedy]))
         else:
             self.repeat(node)
+
+    def dispatch(self, branches: list[_Node]) -> None:
+        """A long alternation (a list of topic names) jumps by the next character straight to the
+        branches that can start with it, in their order."""
+        at = self.emit(_DISPATCH, None, None)
+        firsts = [_first_literal(b) for b in branches]
+        starts, jumps = [], []
+        for branch in branches:
+            starts.append(len(self.prog))
+            self.node(branch)
+            jumps.append(self.emit(_JMP, 0))
+        for j in jumps:
+            self.prog[j][1] = len(self.prog)
+        table = {
+            c: tuple(pc for pc, first in zip(starts, firsts, strict=True) if first in ("", c))
+            for c in set(firsts) - {""}
+        }
+        self.prog[at][1] = table
+        self.prog[at][2] = tuple(pc for pc, first in zip(starts, firsts, strict=True) if not first)
 
     def repeat(self, node: _Node) -> None:
         body, lazy = node.items[0], node.mode == "l"
@@ -851,8 +894,20 @@ def _check_loops(node: _Node, atomic: bool, fail: Callable[[str, str], ConfigErr
         _check_loops(item, atomic, fail)
 
 
+def _plain(branch: _Node) -> str | None:
+    """A branch of plain literals and dots as a string with ``\0`` for each dot, else None."""
+    items = branch.items if branch.kind == "seq" else [branch]
+    if not all(i.kind == "chars" and (i.literal or i.dot) and i.literal != "\0" for i in items):
+        return None
+    return "".join(i.literal or "\0" for i in items)
+
+
 class JavaRegex:
-    """A compiled Java regular expression, matched against whole names in bounded time."""
+    """A compiled Java regular expression, matched against whole names in bounded time.
+
+    The alternatives made of plain characters and dots only (a list of topic names, ``orders.eu``
+    included) are looked up by their shape (length and dot positions) in a set; the rest runs on the
+    program."""
 
     def __init__(self, pattern: str, raw: str, option: str) -> None:
         self.pattern = pattern
@@ -862,13 +917,39 @@ class JavaRegex:
         if _size(tree) > MAX_PROGRAM:
             fix = "use * or + instead of large counts"
             raise parser.fail("a pattern too large once its repetitions are expanded", fix)
-        compiler = _Compiler()
-        self.start = compiler.body(tree)
-        self.prog = [tuple(ins) for ins in compiler.prog]
+        branches = tree.items if tree.kind == "alt" else [tree]
+        self.shapes: dict[tuple[int, tuple[int, ...]], set[str]] = {}
+        rest = []
+        for branch in branches:
+            plain = _plain(branch)
+            if plain is None:
+                rest.append(branch)
+                continue
+            dots = tuple(i for i, c in enumerate(plain) if c == "\0")
+            self.shapes.setdefault((len(plain), dots), set()).add(plain.replace("\0", ""))
+        self.start = -1
+        self.prog: list[tuple[object, ...]] = []
+        if rest:
+            compiler = _Compiler()
+            self.start = compiler.body(rest[0] if len(rest) == 1 else _Node("alt", items=rest))
+            self.prog = [tuple(ins) for ins in compiler.prog]
 
     def fullmatch(self, name: str) -> bool:
         """Whether the whole of ``name`` matches (Java's ``Matcher.matches()``)."""
-        return _Run(self.prog, name).search(self.start, 0, len(name)) >= 0
+        n = len(name)
+        for (length, dots), keys in self.shapes.items():
+            if length != n:
+                continue
+            if not dots:
+                if name in keys:
+                    return True
+                continue
+            if any(name[d] in _LINE_TERMINATORS for d in dots):
+                continue
+            key = "".join(c for i, c in enumerate(name) if i not in dots) if len(dots) < n else ""
+            if key in keys:
+                return True
+        return self.start >= 0 and _Run(self.prog, name).search(self.start, 0, n) >= 0
 
 
 class _Run:
@@ -923,6 +1004,16 @@ class _Run:
                         if target < 0 or pos == target:
                             return pos
                         break
+                    if op == _DISPATCH:
+                        table: dict[str, tuple[int, ...]] = ins[1]  # type: ignore[assignment]
+                        targets: tuple[int, ...] = ins[2]  # type: ignore[assignment]
+                        if pos < n:
+                            targets = table.get(s[pos], targets)
+                        if not targets:
+                            break
+                        stack.extend((t, pos) for t in reversed(targets[1:]))
+                        pc = targets[0]
+                        continue
                     self.spend(steps)
                     steps = 0
                     end = memo.get((pc, pos))
