@@ -50,7 +50,8 @@ _NESTING_FIX = "write the pattern with less nesting"
 
 
 def _bad(option: str, raw: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"{one_line(problem)} in {raw!r}", key=option, fix=fix)
+    shown = repr(raw) if len(raw) <= 200 else f"{raw[:100]!r}... ({len(raw)} characters)"
+    return ConfigError(f"{one_line(problem)} in {shown}", key=option, fix=fix)
 
 
 # --- MirrorMaker's preprocessing --------------------------------------------------------------------
