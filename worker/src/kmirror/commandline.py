@@ -9,14 +9,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from kmirror.errors import Command, run_command, stdout_closed_quietly
+from kmirror.errors import Command, printable, run_command, stdout_closed_quietly
 
 
 class Parser(argparse.ArgumentParser):
     """Usage errors: one line naming the problem and where help is, exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
 
 # The longest wait a seconds option takes (a day): a timeout or an interval beyond it is a mistake, and

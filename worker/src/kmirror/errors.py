@@ -59,6 +59,22 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def printable(text: str) -> str:
+    """Text that stays one line and that any stream can write: control characters an option or a file
+    name held (a newline, a NUL, a terminal escape) and undecodable bytes (which Python passes on as lone
+    surrogates) are shown as escapes, e.g. ``\\n``, ``\\x1b``, ``\\udcff``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    if c == " ":
+        return c
+    escaped = repr(c)[1:-1]  # '\n', '\x00', '\udcff', or the character itself (e.g. a non-breaking space)
+    return escaped if escaped != c else f"\\u{ord(c):04x}"
+
+
 @dataclass(frozen=True)
 class Command:
     """A `kmirror` sub-command: the function that runs it, and the exit code its contract gives every
@@ -76,7 +92,7 @@ def run_command(name: str, command: Command, args: argparse.Namespace) -> int:
         try:
             code = command.run(args)
         except KmirrorError as exc:
-            print(f"kmirror {name}: error: {one_line(str(exc))}", file=sys.stderr)
+            print(f"kmirror {name}: error: {printable(one_line(str(exc)))}", file=sys.stderr)
             code = exc.exit_code if command.error_exit is None else command.error_exit
     return code
 

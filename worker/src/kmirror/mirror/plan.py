@@ -158,10 +158,18 @@ def source_names(paths: list[str]) -> list[str]:
     return names
 
 
-def _positive(value: int | None, option: str) -> None:
-    if value is not None and value < 1:
+# The most each number option takes. MirrorMaker's options are Java ints (at most 2147483647); a stream
+# is a process and each producer a set of connections, so far fewer of those.
+JAVA_INT_MAX = 2**31 - 1
+MAX_NUM_STREAMS = 1024
+MAX_NUM_PRODUCERS = 64
+MAX_REPLICATION_FACTOR = 2**15 - 1  # Kafka's replication factor is a 16-bit number
+
+
+def _positive(value: int | None, option: str, most: int = JAVA_INT_MAX) -> None:
+    if value is not None and not 1 <= value <= most:
         raise ConfigError(
-            f"must be at least 1, got {value}", key=option, fix=f"give {option} a positive number"
+            f"must be 1 to {most}, got {value}", key=option, fix=f"give {option} a number from 1 to {most}"
         )
 
 
@@ -174,16 +182,18 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
         )
     if not o.producer_config:
         raise ConfigError("no target cluster", key="--producer.config", fix="give --producer.config FILE")
-    for value, option in (
-        (o.num_streams, "--num.streams"),
-        (o.num_producers, "--num.producers"),
-        (o.queue_size, "--queue.size"),
-        (o.offset_commit_interval_ms, "--offset.commit.interval.ms"),
-        (o.topic_refresh_interval_ms, "--topic.refresh.interval.ms"),
-        (o.stats_interval_ms, "--stats.interval.ms"),
-        (o.sync_group_offsets_interval_ms, "--sync.group.offsets.interval.ms"),
+    for value, option, most in (
+        (o.num_streams, "--num.streams", MAX_NUM_STREAMS),
+        (o.num_producers, "--num.producers", MAX_NUM_PRODUCERS),
+        (o.queue_size, "--queue.size", JAVA_INT_MAX),
+        (o.offset_commit_interval_ms, "--offset.commit.interval.ms", JAVA_INT_MAX),
+        (o.topic_refresh_interval_ms, "--topic.refresh.interval.ms", JAVA_INT_MAX),
+        (o.stats_interval_ms, "--stats.interval.ms", JAVA_INT_MAX),
+        (o.sync_group_offsets_interval_ms, "--sync.group.offsets.interval.ms", JAVA_INT_MAX),
     ):
-        _positive(value, option)
+        _positive(value, option, most)
+    if o.replication_factor != -1:
+        _positive(o.replication_factor, "--replication.factor", MAX_REPLICATION_FACTOR)
     if o.groups is not None:
         compile_filter(o.groups, "--groups")
     if not o.abort_on_send_failure and not o.allow_unsafe:
