@@ -280,11 +280,11 @@ def test_every_address_when_asked(tmp_path):
 @pytest.mark.parametrize(
     ("address", "needle"),
     [
-        ("192.0.2.1", "--metrics.address"),  # TEST-NET-1: not an address of this host
-        ("999.1.2.3", "--metrics.address"),
-        ("no-such-host.invalid", "--metrics.address"),
-        ("", "--metrics.address"),
-        (" ", "--metrics.address"),
+        ("192.0.2.1", "cannot listen on 192.0.2.1:"),  # TEST-NET-1: not an address of this host
+        ("999.1.2.3", "cannot listen on 999.1.2.3:"),
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:"),
+        ("", "expected an IP address or host name"),
+        (" ", "expected an IP address or host name"),
     ],
 )
 def test_a_bad_metrics_address_is_one_line_exit_2(tmp_path, address, needle):
@@ -305,7 +305,7 @@ def test_a_bad_metrics_address_is_one_line_exit_2(tmp_path, address, needle):
             "--log.level",
             "ERROR",
         )
-        assert_one_line_exit_2(done, needle)
+        assert_one_line_exit_2(done, "--metrics.address", needle)
         assert connections(broker) == 0
 
 
@@ -317,3 +317,26 @@ def test_a_bad_metrics_port_is_one_line_exit_2(tmp_path, port):
         f"--metrics.port={port}",
     )  # fmt: skip
     assert_one_line_exit_2(done, "--metrics.port")
+
+
+# --- seconds options: a wait that never ends or a crash before, one line and exit 2 now ---
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["failover", "--source.config", "{consumer}", "--target.config", "{producer}", "--group", "app",
+         "--timeout", "-5"],  # librdkafka waited forever
+        ["failover", "--source.config", "{consumer}", "--target.config", "{producer}", "--group", "app",
+         "--source.timeout", "nan"],
+        ["lag", "--bootstrap-server", "127.0.0.1:1", "--group", "app", "--timeout", "0.2", "--watch",
+         "--count", "2", "--interval", "inf"],  # OverflowError from time.sleep
+        ["lag", "--bootstrap-server", "127.0.0.1:1", "--group", "app", "--timeout", "-1"],
+    ],
+    ids=lambda argv: " ".join(argv[-2:]),
+)  # fmt: skip
+def test_seconds_options_refuse_what_never_ends(tmp_path, argv):
+    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+    argv = [a.format(consumer=consumer, producer=producer) for a in argv]
+    done = subprocess.run([KMIRROR, *argv], capture_output=True, text=True, timeout=20)
+    assert_one_line_exit_2(done, argv[-2], "expected seconds")

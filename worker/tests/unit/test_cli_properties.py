@@ -355,3 +355,16 @@ def test_run_reaches_its_streams_within_the_bounds_and_not_beyond(capsys, world,
     )
     assert code == 2 and err.count("\n") == 1 and "in use" in err, err
     assert reached == [1024]
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["check-config", "\r"], "\\r"),  # argparse's own error quoted the carriage return as is
+        (["check-config", "--producer.config", "a\nb\x1b[31m"], "a b\\x1b[31m"),  # a line break: a space
+        (["check-config", "--producer.config", "\udcff.properties"], "\\udcff.properties"),  # crashed
+    ],
+)
+def test_control_characters_and_undecodable_bytes_stay_on_one_line(capsys, in_tmp, argv, shown):
+    code, _, err, _ = outcome(capsys, argv)
+    assert code == 2 and err.count("\n") == 1 and shown in err, err
