@@ -32,13 +32,6 @@ SCALA = next(SPARK_HOME.glob("jars/spark-core_*.jar")).name.split("_")[1].split(
 KINDS = ("missing_records", "duplicated_records", "unexpected_records", "in_flight_records")
 
 
-# Not yet on Apache Kafka (docs/testing.md): on Apache Kafka the audit found no non-empty topic (under
-# investigation, as test_audit)
-@pytest.fixture
-def kafka(tansu):
-    return tansu
-
-
 class Standalone:
     """A Spark standalone master and its workers, each a JVM of its own, all on 127.0.0.1."""
 

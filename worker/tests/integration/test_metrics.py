@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kmirror.testing.embedded import free_port
 
 
-# Not yet on Apache Kafka (docs/testing.md): on Apache Kafka the metrics test failed (under
-# investigation)
+# Not yet on Apache Kafka (docs/testing.md): test_metrics_count_what_was_mirrored failed on Kafka (not
+# yet understood)
 @pytest.fixture
 def kafka(tansu):
     return tansu

@@ -37,8 +37,8 @@ LIBRDKAFKA_DEFAULT_MESSAGE_TIMEOUT_S = 300
 OUTAGE_S = LIBRDKAFKA_DEFAULT_MESSAGE_TIMEOUT_S + 15
 
 
-# Not yet on Apache Kafka (docs/testing.md): on Apache Kafka the outage test's blocked-seconds metric
-# was not seen (under investigation)
+# Not yet on Apache Kafka (docs/testing.md): test_target_outage_longer_than_the_message_timeout did
+# not see the blocked-seconds gauge on Kafka (not yet understood)
 @pytest.fixture
 def kafka(tansu):
     return tansu
