@@ -8,7 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo demo-local test unit integration lint docs bench clean cluster-definition
+
+.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
 help: ## this list: every target with one line
@@ -21,7 +22,18 @@ $(STAMP): worker/pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -e 'worker[embedded,audit]' -r requirements-dev.txt
 	touch $@
 
-install: $(STAMP) ## the project venv (.venv): the worker with its embedded and audit extras, test tools
+install: $(STAMP) kafka-install ## the project venv (.venv): the worker with its embedded and audit extras, test tools, Apache Kafka's jars
+
+# Apache Kafka's jars (4.3 for the brokers, tools and MirrorMaker 2; 3.9 for MirrorMaker 1 and the version
+# tests), pinned in worker/src/kmirror/testing/poms/ and fetched once by Maven into ~/.cache/kmirror/kafka.
+KAFKA_STAMP := $(VENV)/.kafka-$(shell cat worker/src/kmirror/testing/poms/*.xml | sha256sum | cut -c1-12)
+$(KAFKA_STAMP): $(STAMP)
+	command -v mvn >/dev/null && command -v java >/dev/null \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends maven openjdk-17-jdk-headless; }
+	$(BIN)/python -m kmirror.testing.jars fetch
+	touch $@
+
+kafka-install: $(KAFKA_STAMP) ## Apache Kafka's pinned jars (Maven Central, cached in ~/.cache/kmirror/kafka)
 
 # Molecule scenarios run by make test (mk/ansible.mk runs them one after another; the audit role's is
 # molecule/audit).

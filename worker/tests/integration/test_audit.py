@@ -37,6 +37,13 @@ MINUTE = 60_000
 AUDIT = [sys.executable, "-m", "kmirror.audit"]
 
 
+# Not yet on Apache Kafka (docs/testing.md): test_spark_submit_runs_the_job saw 50 of 100 records on
+# the target on Kafka (not yet understood); the other three pass there
+@pytest.fixture
+def kafka(tansu):
+    return tansu
+
+
 @pytest.fixture(scope="module")
 def spark():
     s = audit_spark.session("local[2]")

@@ -38,7 +38,9 @@ from mirror_harness import (
 )
 
 from kmirror.failover.clusters import read_sync_data
-from kmirror.testing.embedded import Cluster, clusters, free_port
+from kmirror.testing.kafka import KafkaCluster as Cluster
+from kmirror.testing.kafka import free_port
+from kmirror.testing.kafka import kafka_clusters as clusters
 
 SYNC_MS = "300"
 

@@ -11,7 +11,6 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -160,12 +159,6 @@ def read_sync_data(target_settings: Mapping[str, str], mirror: str, timeout: flo
         return reader.read(timeout)
     finally:
         reader.close()
-
-
-def committed_offsets(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], int]:
-    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-    listed = fut[group].result().topic_partitions or []
-    return {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
 
 
 def group_activity(admin: AdminClient, group: str, timeout: float) -> tuple[str, int]:

@@ -30,7 +30,6 @@ from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover.clusters import (
-    committed_offsets,
     group_activity,
     is_active,
     probe_conf,
@@ -39,6 +38,7 @@ from kmirror.failover.clusters import (
     true_ends,
 )
 from kmirror.failover.offsetsync import SYNC_TOPIC, Checkpoint, SyncData
+from kmirror.groupoffsets import committed_offsets
 from kmirror.health.lag import PartitionLag
 
 EXIT_TARGET = 1

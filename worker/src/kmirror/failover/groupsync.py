@@ -33,7 +33,6 @@ from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
 from kmirror.failover.clusters import (
     SyncReader,
-    committed_offsets,
     group_activity,
     is_active,
     one_line_error,
@@ -49,6 +48,7 @@ from kmirror.failover.offsetsync import (
     is_internal_group,
     plan_commits,
 )
+from kmirror.groupoffsets import committed_offsets
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 try:
@@ -19,6 +19,7 @@ except ImportError:  # confluent-kafka < 2.3 (the GSSAPI client built against De
     OffsetSpec = None
 
 from kmirror.errors import KmirrorError
+from kmirror.groupoffsets import committed_offsets
 
 _LOG = logging.getLogger("kmirror.librdkafka.lag")
 
@@ -64,11 +65,7 @@ def group_lag(
     """Lag of every partition the group has committed, or of every partition of `topics`."""
     admin = AdminClient({**admin_conf, "logger": _LOG})
     try:
-        fut = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
-        )
-        listed = fut[group].result().topic_partitions or []
-        committed = {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
+        committed = committed_offsets(admin, group, timeout)
         wanted = set(topics) if topics is not None else {t for t, _ in committed}
         md = admin.list_topics(timeout=timeout)
         parts = [

@@ -66,8 +66,15 @@ def fetch(line: str) -> Path:
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         proc = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(pom(line)), "dependency:copy-dependencies",
-             f"-DoutputDirectory={staging}"],
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(pom(line)),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={staging}",
+            ],
             capture_output=True,
             text=True,
         )
@@ -97,8 +104,11 @@ def java() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kmirror.testing.jars", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m kmirror.testing.jars",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="fetch the jars of these lines (default: all)")
     f.add_argument("lines", nargs="*", default=list(LINES))
