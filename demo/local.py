@@ -22,7 +22,7 @@ from pathlib import Path
 from records import compare_table, create_topics, fill, say
 
 from kmirror.health import lag
-from kmirror.testing.embedded import clusters
+from kmirror.testing.kafka import kafka_clusters as clusters
 
 TOPICS = {"orders": 6, "payments": 3, "clickstream": 4}
 GROUP = "kmirror-demo"
@@ -41,7 +41,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kmirror-demo-"))
     with clusters("source", "target", log_dir=work) as c:
         src, tgt = c["source"].bootstrap, c["target"].bootstrap
-        say(f"embedded clusters: source {src}, target {tgt} (logs in {work})")
+        say(f"Apache Kafka clusters: source {src}, target {tgt} (logs in {work})")
         create_topics(src, TOPICS)
         t0 = time.monotonic()
         written = fill(src, TOPICS, args.records)
