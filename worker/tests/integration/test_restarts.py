@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirror_harness import (
     KMIRROR,
     LiveTraffic,
@@ -40,7 +40,9 @@ from mirror_harness import (
     wait_until,
 )
 
-from kmirror.testing.embedded import Cluster, clusters, free_port
+from kmirror.testing.kafka import KafkaCluster as Cluster
+from kmirror.testing.kafka import free_port
+from kmirror.testing.kafka import kafka_clusters as clusters
 
 RUNS = int(os.environ.get("KMIRROR_RESTART_RUNS", "10"))
 SESSION_S = 6.0  # session.timeout.ms of the test consumer files (mirror_harness.TEST_CONSUMER_EXTRA)
@@ -62,17 +64,29 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Clus
         yield c
 
 
+NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+
+
 def ends(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
     """End offsets of the topic's partitions (-1 while the topic does not exist yet)."""
     if topic not in topic_partitions(cluster):
         return dict.fromkeys(range(partitions), -1)
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-ends"})
     try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        }
+        return {p: _end(c, topic, p) for p in range(partitions)}
     finally:
         c.close()
+
+
+def _end(c: Consumer, topic: str, partition: int) -> int:
+    """A partition's end offset; -1 while a topic just created has no leader yet (Kafka answers
+    NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE until the controller has elected one)."""
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    except KafkaException as exc:
+        if exc.args[0].retriable() or exc.args[0].code() in NO_LEADER_YET:
+            return -1
+        raise
 
 
 def seconds_until_flowing(
