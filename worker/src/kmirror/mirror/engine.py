@@ -42,8 +42,10 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, client_conf
+from kmirror.errors import KmirrorError
 from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
+from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
 from kmirror.mirror.membership import GroupMembership
 from kmirror.mirror.outage import TargetWaits
@@ -61,7 +63,7 @@ __all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
 log = logging.getLogger(__name__)
 
 
-class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
+class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authentication):
     def __init__(self, spec: StreamSpec, *, report: Callable[[metrics.Snapshot], None] | None = None) -> None:
         self.spec = spec
         self.snap = metrics.Snapshot(spec.source, spec.index)
@@ -89,6 +91,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
         self.clean = False  # stopped with everything read acknowledged and committed
         self._target_log = logging.getLogger("kmirror.librdkafka.producer")
         self._target_log.addFilter(TargetNoise(self))
+        quiet_repeated_logins(self._target_log)
         # Group membership: the partitions this stream owns now, and since when it has owned none.
         self._assigned: set[tuple[str, int]] = set()
         self._unassigned_since = time.monotonic()
@@ -108,7 +111,9 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
         consumer_conf: dict[str, Any] = client_conf(spec.consumer)
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
-        self.consumer = Consumer(consumer_conf, logger=logging.getLogger("kmirror.librdkafka.consumer"))
+        consumer_conf["error_cb"] = self._auth_error_cb("source")
+        source_log = quiet_repeated_logins(logging.getLogger("kmirror.librdkafka.consumer"))
+        self.consumer = Consumer(consumer_conf, logger=source_log)
         instance = spec.consumer.get("group.instance.id")
         log.info(
             "%s: member of group %s (%s)",
@@ -128,6 +133,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
             producer_conf["on_delivery"] = self._delivery_failed
             producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
             producer_conf["stats_cb"] = self._producer_statistics(i)
+            producer_conf["error_cb"] = self._auth_error_cb("target")
             self.producers.append(Producer(producer_conf, logger=self._target_log))
         self._source_admin = AdminClient({**admin_settings(spec.consumer), "logger": quiet})
         self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": quiet})
@@ -138,8 +144,12 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
             )
         clean = False
         try:
-            self._refresh_topics()
-            self._loop()
+            try:
+                self._refresh_topics()
+                self._loop()
+            except (KafkaException, KmirrorError):
+                self._raise_if_unauthenticated(serve=True)  # the cause, when a login was refused
+                raise
             clean = self._drain(spec.shutdown_timeout_s)
             if clean:
                 self._commit_positions(None)
@@ -233,6 +243,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits):
                 next_report = now + REPORT_INTERVAL_S
             for p_ in self.producers:
                 p_.poll(0)
+            if self._auth_failure is not None:
+                self._raise_if_unauthenticated()
 
     def _produce_one(self, m: Message) -> None:
         t, p = m.topic(), m.partition()

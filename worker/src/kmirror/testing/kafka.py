@@ -276,6 +276,16 @@ class KafkaCluster:
             )
         if sec.mechanisms:
             cfg["sasl.enabled.mechanisms"] = ",".join(sec.mechanisms)
+            # A SASL listener needs a server-side login module per mechanism, even SCRAM (whose users live
+            # in the metadata log): without one the broker exits at start ("Could not find a 'KafkaServer'
+            # ... entry in the JAAS configuration"). GSSAPI keeps the KafkaServer section of jaas.conf.
+            for p in node.ports:
+                if p.startswith("SASL_"):
+                    for m in sec.mechanisms:
+                        if m.startswith("SCRAM-"):
+                            cfg[f"listener.name.{p.lower()}.{m.lower()}.sasl.jaas.config"] = (
+                                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                            )
         if sec.kerberos:
             cfg["sasl.kerberos.service.name"] = "kafka"
         if sec.super_users:
