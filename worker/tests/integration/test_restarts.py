@@ -105,6 +105,14 @@ def seconds_until_flowing(
         time.sleep(0.2)
 
 
+MEMBERSHIP = pytest.mark.parametrize("membership", ["dynamic", "static"])
+
+
+def membership_args(membership: str) -> list[str]:
+    """Static (KIP-345): each stream joins with a group.instance.id stable across restarts."""
+    return ["--static.membership"] if membership == "static" else []
+
+
 def report(name: str, seconds: list[float]) -> None:
     print(
         f"\nRESTART {name}: runs={len(seconds)} median={statistics.median(seconds):.1f}s "
@@ -127,11 +135,15 @@ def check_nothing_missing(tgt: Cluster, topic: str, traffic: LiveTraffic) -> Non
     assert_mirrored(sent, read_all(tgt, [topic], len(sent), timeout=120))
 
 
-def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, workers):
+@MEMBERSHIP
+def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, workers, membership):
     src, tgt = brokers["source"], brokers["target"]
-    topic, parts = "restart-clean", 4
+    topic, parts = f"restart-clean-{membership}", 4
     create_topic(src, topic, parts)
-    args = run_args(*files(tmp_path, src, tgt, "g-clean"), "--whitelist", topic, "--num.streams", "2")
+    args = run_args(
+        *files(tmp_path, src, tgt, f"g-clean-{membership}"), "--whitelist", topic, "--num.streams", "2",
+        *membership_args(membership),
+    )  # fmt: skip
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         w = Worker(tmp_path, args)
@@ -146,15 +158,12 @@ def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, worke
             took.append(seconds_until_flowing(tgt, topic, parts, start, RESTART_BOUND_S, f"restart {run}"))
         check_nothing_missing(tgt, topic, traffic)
     assert w.stop() == 0
-    report("clean SIGTERM restart, 2 streams, dynamic members", took)
+    report(f"clean SIGTERM restart, 2 streams, {membership} members", took)
 
 
 def test_static_membership_streams_join_with_stable_instance_ids(brokers, tmp_path, workers):
-    """--static.membership (opt-in): each stream joins as BASE-N (the same ids on every start), mirrors
-    everything, and stops cleanly. The restart loop is not run with static members: under load the test
-    broker left a returning static group unassigned for over 90 s in about one restart of six, with either
-    assignor, and it does not describe groups (docs/testing.md); bench/restarts.py measures static
-    restarts on an idle machine."""
+    """--static.membership: each stream joins as BASE-N (the same ids on every start), mirrors everything,
+    and stops cleanly. The restart paths with static members are the `static` cases of the tests below."""
     src, tgt = brokers["source"], brokers["target"]
     topic, parts, group = "restart-static", 4, "g-static"
     create_topic(src, topic, parts)
@@ -175,11 +184,15 @@ def test_static_membership_streams_join_with_stable_instance_ids(brokers, tmp_pa
         assert joined in w.log()
 
 
-def test_kill9_of_every_process_then_restart(brokers, tmp_path, workers):
+@MEMBERSHIP
+def test_kill9_of_every_process_then_restart(brokers, tmp_path, workers, membership):
     src, tgt = brokers["source"], brokers["target"]
-    topic, parts = "restart-crash", 4
+    topic, parts = f"restart-crash-{membership}", 4
     create_topic(src, topic, parts)
-    args = run_args(*files(tmp_path, src, tgt, "g-crash"), "--whitelist", topic, "--num.streams", "2")
+    args = run_args(
+        *files(tmp_path, src, tgt, f"g-crash-{membership}"), "--whitelist", topic, "--num.streams", "2",
+        *membership_args(membership),
+    )  # fmt: skip
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         w = Worker(tmp_path, args)
@@ -193,7 +206,7 @@ def test_kill9_of_every_process_then_restart(brokers, tmp_path, workers):
             took.append(seconds_until_flowing(tgt, topic, parts, start, CRASH_BOUND_S, f"restart {run}"))
         check_nothing_missing(tgt, topic, traffic)
     assert w.stop() == 0
-    report("kill -9 of every process, restart, 2 streams", took)
+    report(f"kill -9 of every process, restart, 2 streams, {membership} members", took)
 
 
 def owns(w: Worker) -> set[str]:
@@ -213,16 +226,14 @@ def both_own(a: Worker, b: Worker, topic: str, parts: int) -> bool:
     return bool(oa) and bool(ob) and not oa & ob and oa | ob == {f"{topic}[{p}]" for p in range(parts)}
 
 
-def test_one_of_two_workers_killed_the_other_takes_over(brokers, tmp_path, workers):
+@MEMBERSHIP
+def test_one_of_two_workers_killed_the_other_takes_over(brokers, tmp_path, workers, membership):
     src, tgt = brokers["source"], brokers["target"]
-    topic, parts = "restart-takeover", 4
+    topic, parts, group = f"restart-takeover-{membership}", 4, f"g-takeover-{membership}"
     create_topic(src, topic, parts)
-    a_args = run_args(
-        *files(tmp_path, src, tgt, "g-takeover", "a"), "--whitelist", topic, "--num.streams", "1"
-    )
-    b_args = run_args(
-        *files(tmp_path, src, tgt, "g-takeover", "b"), "--whitelist", topic, "--num.streams", "1"
-    )
+    extra = ["--whitelist", topic, "--num.streams", "1", *membership_args(membership)]
+    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), *extra)
+    b_args = run_args(*files(tmp_path, src, tgt, group, "b"), *extra)
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
@@ -238,7 +249,7 @@ def test_one_of_two_workers_killed_the_other_takes_over(brokers, tmp_path, worke
             a = Worker(tmp_path, a_args, "a")
             workers.append(a)
         check_nothing_missing(tgt, topic, traffic)
-    report("one of two workers killed, the other takes over", took)
+    report(f"one of two workers killed, the other takes over, {membership} members", took)
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -252,16 +263,21 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(brokers, tmp_path, workers):
-    """A static member that stops cleanly does not leave the group: its partitions wait for it for
-    session.timeout.ms, then go to the survivor. Meanwhile `kmirror lag --watch` and the metrics show it."""
+@MEMBERSHIP
+def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(
+    brokers, tmp_path, workers, membership
+):
+    """A dynamic member that stops cleanly leaves the group: one rebalance gives its partitions to the
+    survivor. A static member does not leave: its partitions wait for it for session.timeout.ms, then go
+    to the survivor. Meanwhile `kmirror lag --watch` and the metrics show it."""
     src, tgt = brokers["source"], brokers["target"]
-    topic, parts, group = "restart-removed", 4, "g-removed"
+    topic, parts, group = f"restart-removed-{membership}", 4, f"g-removed-{membership}"
     create_topic(src, topic, parts)
-    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), "--whitelist", topic, "--num.streams", "1")
+    extra = ["--whitelist", topic, "--num.streams", "1", *membership_args(membership)]
+    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), *extra)
     b_files = files(tmp_path, src, tgt, group, "b")
     port = free_port()
-    b_args = run_args(*b_files, "--whitelist", topic, "--num.streams", "1", "--metrics.port", str(port))
+    b_args = run_args(*b_files, *extra, "--metrics.port", str(port))
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
@@ -284,7 +300,7 @@ def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(brokers,
                 workers.append(a)
         check_nothing_missing(tgt, topic, traffic)
         assert scrape(port)['kmirror_unassigned_seconds{source="b",stream="0"}'] == 0
-    report("an instance removed for good (SIGTERM, never back)", took)
+    report(f"an instance removed for good (SIGTERM, never back), {membership} members", took)
     # Stop the survivor for good as well: the group has no member left and lag --watch says so.
     assert b.stop() == 0
     wait_until(lambda: watch_unowned(b_files[0], group) == parts, timeout=TAKEOVER_BOUND_S, what="unowned")
