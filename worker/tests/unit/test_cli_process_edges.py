@@ -332,6 +332,8 @@ def test_a_bad_metrics_port_is_one_line_exit_2(tmp_path, port):
         ["lag", "--bootstrap-server", "127.0.0.1:1", "--group", "app", "--timeout", "0.2", "--watch",
          "--count", "2", "--interval", "inf"],  # OverflowError from time.sleep
         ["lag", "--bootstrap-server", "127.0.0.1:1", "--group", "app", "--timeout", "-1"],
+        ["audit", "--source.config", "{consumer}", "--target.config", "{producer}", "--topics", "x",
+         "--timeout", "-5"],  # librdkafka waited forever
     ],
     ids=lambda argv: " ".join(argv[-2:]),
 )  # fmt: skip

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
-from kmirror.commandline import Parser, add_command, add_file_option, run_alone
+from kmirror.commandline import Parser, add_command, add_file_option, run_alone, seconds
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import Command, KmirrorError
 
@@ -222,7 +222,7 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         metavar="N",
         help="records listed per kind in report.json (default 1000000)",
     )
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="broker request timeout")
+    p.add_argument("--timeout", type=seconds(), default=30.0, metavar="S", help="broker request timeout")
     # `--from -2h`: a relative time is a value, not an option (argparse only knows negative numbers).
     p._negative_number_matcher = re.compile(r"^-\d+(?:ms|s|m|h|d|w)?$|^-\d*\.\d+$")
     return p
