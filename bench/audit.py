@@ -270,7 +270,7 @@ def main() -> int:
     if a.raw_read:
         print(raw_read(a.raw_read[0], a.raw_read[1], keep=a.raw_read[2] == "keep"))
         return 0
-    from kmirror.testing.embedded import clusters
+    from kmirror.testing.tansu import clusters
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     loads = [os.getloadavg()[0]]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kmirror.testing import embedded
+from kmirror.testing import tansu
 from kmirror.testing.kafka import KafkaCluster
 
 SECTION = "## Test clusters: start time and memory"
@@ -52,7 +52,7 @@ def _kafka(**options: object) -> Callable[[Path], tuple[float, float, float]]:
 
 def _tansu(tmp: Path) -> tuple[float, float, float]:
     t0 = time.monotonic()
-    with embedded.clusters("bench", log_dir=tmp) as cs:
+    with tansu.clusters("bench", log_dir=tmp) as cs:
         ready = time.monotonic() - t0
         pid = cs["bench"].pid
         cpu = _cpu_s(pid)

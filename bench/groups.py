@@ -30,8 +30,8 @@ from confluent_kafka import Consumer, TopicPartition
 from sections import markers, write_section
 from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, QUIET, TOPIC, Committed, create_topic, fill
 
-from kmirror.testing.embedded import clusters
 from kmirror.testing.mirrors import mirror_files, run_command
+from kmirror.testing.tansu import clusters
 
 APP_GROUPS = 5
 SYNC_MS = 1000

@@ -29,8 +29,8 @@ from pathlib import Path
 from sections import markers, write_section
 from throughput import PARTITIONS, TOPIC, fill
 
-from kmirror.testing.embedded import Cluster, clusters
 from kmirror.testing.mirrors import mirror_files, run_command
+from kmirror.testing.tansu import Cluster, clusters
 
 RECORD_BYTES = 1000
 BLOCKED_FOR_S = 10.0  # how long a run stays blocked before it is measured and stopped

@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from sections import markers, write_section
 
-from kmirror.testing.embedded import Cluster, clusters
+from kmirror.testing.tansu import Cluster, clusters
 
 PARTITIONS = 4
 SESSION_MS = 6000

@@ -36,8 +36,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from sections import markers, write_section
 
-from kmirror.testing.embedded import Cluster, clusters
 from kmirror.testing.mirrors import mirror_files, run_command
+from kmirror.testing.tansu import Cluster, clusters
 
 TOPIC = "bench"
 PARTITIONS = 6

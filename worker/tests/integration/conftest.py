@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mirror_harness import Worker
 
-from kmirror.testing import embedded
+from kmirror.testing import tansu as tansu_broker
 from kmirror.testing.kafka import KafkaCluster, kafka_clusters
 
 
@@ -29,8 +29,8 @@ def kafka(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
 
 
 @pytest.fixture
-def tansu(tmp_path: Path) -> Iterator[dict[str, embedded.Cluster]]:
-    with embedded.clusters("source", "target", log_dir=tmp_path / "brokers") as c:
+def tansu(tmp_path: Path) -> Iterator[dict[str, tansu_broker.Cluster]]:
+    with tansu_broker.clusters("source", "target", log_dir=tmp_path / "brokers") as c:
         yield c
 
 

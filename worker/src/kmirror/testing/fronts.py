@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kmirror.testing.embedded import broker_binary, free_port
+from kmirror.testing.tansu import broker_binary, free_port
 
 READY_S = 20.0
 

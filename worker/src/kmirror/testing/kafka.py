@@ -519,7 +519,8 @@ def kafka_clusters(
 
 
 def start_together(cs: list[KafkaCluster], log_dir: Path | None) -> None:
-    """Start several clusters at once: every JVM is launched before any is waited for."""
+    """Start several clusters at once: every JVM is launched before any is waited for. If one fails,
+    every one is stopped and the first error raised."""
     import threading
 
     errors: list[BaseException] = []
@@ -536,4 +537,6 @@ def start_together(cs: list[KafkaCluster], log_dir: Path | None) -> None:
     for t in threads:
         t.join()
     if errors:
+        for c in cs:
+            c.stop()
         raise errors[0]
