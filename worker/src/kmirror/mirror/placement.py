@@ -45,8 +45,12 @@ class TopicPlacement(StreamState):
         grown = {tp.topic for tp in partitions if tp.partition >= self._selected.get(tp.topic, 1 << 31)}
         if not grown:
             return
-        md = consumer.list_topics(timeout=10)
-        counts = {t: len(md.topics[t].partitions) for t in grown if t in md.topics}
+        # Asked through the source admin client, never the consumer: this runs inside the consumer's own
+        # rebalance callback, and a nested blocking call on the same handle (consumer.list_topics) clears
+        # confluent-kafka's call state, so its next callback in this poll aborts the process (SIGABRT,
+        # "CallState_get: Assertion `cs != NULL' failed", confluent-kafka 2.16.1).
+        known = topics.partition_counts(self._source_admin)
+        counts = {t: known[t] for t in grown if t in known}
         self._place_topics({**self._selected, **counts})
 
     def _place_topics(self, selected: dict[str, int]) -> None:
@@ -61,10 +65,6 @@ class TopicPlacement(StreamState):
         if len(refused) < len(grow):
             before, target = target, {**target, **topics.partition_counts(self._target_admin)}
             for t in sorted(set(grow) - set(refused)):
-                # The producers' own metadata must know the new partitions before a record is sent to one
-                # (librdkafka refuses a partition beyond the count it knows); any metadata reply updates it.
-                for producer in self.producers:
-                    producer.list_topics(t, timeout=10)
                 log.info(
                     "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
                     self.spec.label,
@@ -72,6 +72,14 @@ class TopicPlacement(StreamState):
                     target.get(t, grow[t]),
                     before[t],
                 )
+        # The producers' own metadata must know a grown topic's new partitions before a record is sent to
+        # one (librdkafka refuses a partition beyond the count it knows: "Unknown partition", a send
+        # failure), whether this stream or a sibling added them on the target; any metadata reply updates it.
+        grown = set(grow) - set(refused)
+        grown |= {t for t, n in selected.items() if n > self._selected.get(t, n) and target.get(t, 0) >= n}
+        for t in sorted(grown):
+            for producer in self.producers:
+                producer.list_topics(t, timeout=10)
         selected = {t: n for t, n in selected.items() if t in target}
         short = {
             t: (n, target[t], refused.get(t, "the target still reports fewer partitions"))
