@@ -392,10 +392,42 @@ class KafkaCluster:
             os.kill(n.process.pid, sig)
         n.process.wait(timeout=120)
 
-    def start_node(self, node_id: int) -> None:
-        """Start a stopped node again on its ports and data, and wait until the cluster lists it."""
+    def start_node(self, node_id: int, timeout: float = READY_TIMEOUT_S) -> None:
+        """Start a stopped node again on its ports and data, and wait until the cluster lists it and every
+        partition with a replica on it has it in its ISR again (caught up: the next fault may follow).
+
+        The metadata may still list a SIGKILLed node until the controller fences it (the broker session
+        timeout), so being listed alone does not mean it is back; an ISR that includes it does, once it
+        had been dropped from the ISR (fenced or shut down in a controlled way)."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
         self._launch(self.node(node_id))
-        self.wait_ready()
+        self.wait_ready(timeout)
+        admin = AdminClient(
+            {"bootstrap.servers": ",".join(n.address for n in self.nodes if n.alive()), "logger": _QUIET}
+        )
+        lagging: list[str] = []
+        while True:
+            with contextlib.suppress(Exception):
+                md = admin.list_topics(timeout=2)
+                lagging = ["(the node is not in the metadata)"]
+                if node_id in md.brokers:
+                    lagging = [
+                        f"{t}/{p}"
+                        for t, tm in md.topics.items()
+                        for p, pm in tm.partitions.items()
+                        if node_id in pm.replicas and node_id not in pm.isrs
+                    ]
+                    if not lagging:
+                        return
+            if time.monotonic() > deadline:
+                raise KafkaError(
+                    f"Kafka node {node_id} of cluster {self.name} not back in the ISR of "
+                    f"{len(lagging)} partitions ({', '.join(lagging[:5])}) within {timeout:.0f} s; "
+                    f"see {self._log(self.node(node_id))}"
+                )
+            time.sleep(0.1)
 
     def pause(self) -> None:
         """Freeze every node (SIGSTOP): clients see a stalled, not a restarted, cluster."""
