@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-import urllib.request
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -28,7 +27,7 @@ from mirror_harness import (
     topic_partitions,
     wait_until,
 )
-from prometheus_client.parser import text_string_to_metric_families
+from test_metrics import scrape
 
 from kmirror.testing.kafka import KafkaCluster, free_port
 
@@ -106,16 +105,6 @@ def end_offsets(cluster: KafkaCluster, partitions: int) -> dict[int, int]:
         return {}
     finally:
         c.close()
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def test_partitions_added_to_a_source_topic_while_mirroring_reach_the_target(kafka, tmp_path, workers):
