@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmirror.testing.embedded import Cluster
@@ -276,13 +276,28 @@ class LiveTraffic:
         return self.sent
 
 
+COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 def committed(cluster: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-    finally:
-        c.close()
-    return {tp.partition: tp.offset for tp in got}
+    """The group's committed offsets. Kafka answers NOT_COORDINATOR (or "load in progress") while the
+    group's coordinator is being found or loaded, e.g. on a cluster's first group request: asked again."""
+    deadline = time.monotonic() + 30
+    while True:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+            return {tp.partition: tp.offset for tp in got}
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+        finally:
+            c.close()
+        time.sleep(0.2)
 
 
 def wait_until(predicate: object, timeout: float = 60.0, what: str = "condition") -> None:
