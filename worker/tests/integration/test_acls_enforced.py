@@ -49,7 +49,7 @@ from mirror_harness import (
 )
 from tls_fixtures import scram_jaas
 
-from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, start_together
+from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, running
 
 ROOT = Path(__file__).resolve().parents[3]
 ADMIN, ADMIN_PASS = "admin", "admin-secret"
@@ -127,12 +127,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Kaf
         "source": KafkaCluster("source", security=security(SRC_USER, SRC_PASS)),
         "target": KafkaCluster("target", security=security(TGT_USER, TGT_PASS)),
     }
-    try:
-        start_together(list(cs.values()), tmp_path_factory.mktemp("brokers"))
+    with running(cs, tmp_path_factory.mktemp("brokers")):
         yield cs
-    finally:
-        for c in cs.values():
-            c.stop()
 
 
 @pytest.fixture(scope="module")

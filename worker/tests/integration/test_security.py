@@ -32,7 +32,7 @@ from mirror_harness import (
 )
 from tls_fixtures import Certs, make_certs, scram_jaas
 
-from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, start_together
+from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, running
 
 SRC_USER, SRC_PASS = "mirror-src", "src-secret-1"
 TGT_USER, TGT_PASS = "mirror-tgt", "tgt-secret-2"
@@ -58,12 +58,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[
         "source": KafkaCluster("source", security=security(SRC_USER, SRC_PASS)),
         "target": KafkaCluster("target", security=security(TGT_USER, TGT_PASS)),
     }
-    try:
-        start_together(list(clusters.values()), tmp_path_factory.mktemp("brokers"))
+    with running(clusters, tmp_path_factory.mktemp("brokers")):
         yield clusters
-    finally:
-        for c in clusters.values():
-            c.stop()
 
 
 def scram_file(

@@ -539,14 +539,20 @@ def kafka_clusters(
     *names: str, host: str = "127.0.0.1", log_dir: Path | None = None, **options: object
 ) -> Iterator[dict[str, KafkaCluster]]:
     """Start one cluster per name (their JVMs side by side); stop them all on exit, whatever happened."""
-    started: dict[str, KafkaCluster] = {}
+    cs = {name: KafkaCluster(name, host, **options) for name in names}  # type: ignore[arg-type]
+    with running(cs, log_dir):
+        yield cs
+
+
+@contextlib.contextmanager
+def running(cs: dict[str, KafkaCluster], log_dir: Path | None) -> Iterator[dict[str, KafkaCluster]]:
+    """Start clusters configured each their own way (side by side); stop them all on exit, whatever
+    happened."""
     try:
-        for name in names:
-            started[name] = KafkaCluster(name, host, **options)  # type: ignore[arg-type]
-        start_together(list(started.values()), log_dir)
-        yield started
+        start_together(list(cs.values()), log_dir)
+        yield cs
     finally:
-        for c in started.values():
+        for c in cs.values():
             c.stop()
 
 
