@@ -7,7 +7,6 @@ test if a run ever gets as far as starting its streams.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -52,18 +51,7 @@ queue.enqueueTimeout.ms=-1
 """
 
 
-@pytest.fixture(autouse=True)
-def _hermetic(monkeypatch):
-    def no_network(*args, **kwargs):
-        pytest.fail("kmirror run got past its checks and would have started mirroring")
-
-    monkeypatch.setattr(runner, "run", no_network)
-    monkeypatch.delenv("KAFKA_OPTS", raising=False)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers  # `run` reconfigures logging before it fails
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("cli_checks_only")  # worker/tests/unit/conftest.py
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ starting its streams.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -20,7 +19,6 @@ import pytest
 
 from kmirror.cli import main
 from kmirror.config.properties import MAX_FILE_BYTES
-from kmirror.mirror import runner
 
 CONSUMER = (
     "bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\nmirror.topics.whitelist=app_log\nclient.id=mirror\n"
@@ -30,18 +28,7 @@ PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 COMMANDS = ["check-config", "run"]
 
 
-@pytest.fixture(autouse=True)
-def _hermetic(monkeypatch):
-    def no_network(*args, **kwargs):
-        pytest.fail("kmirror run got past its checks and would have started mirroring")
-
-    monkeypatch.setattr(runner, "run", no_network)
-    monkeypatch.delenv("KAFKA_OPTS", raising=False)
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers  # `run` reconfigures logging before it fails
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("cli_checks_only")  # worker/tests/unit/conftest.py
 
 
 def write(tmp_path: Path, name: str, data: str | bytes) -> str:
