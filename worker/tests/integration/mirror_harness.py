@@ -69,9 +69,22 @@ def create_topic(cluster: Cluster, name: str, partitions: int, config: dict[str,
         f.result()
 
 
-def topic_partitions(cluster: Cluster) -> dict[str, int]:
-    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
-    return {t: len(m.partitions) for t, m in md.topics.items()}
+TRANSIENT = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+
+
+def topic_partitions(cluster: Cluster, bound: float = 60.0) -> dict[str, int]:
+    """Topic -> partition count. Asks again on a retriable error (a loaded 2-core machine can reset a
+    metadata connection; a broker of a 3-node cluster may be down in a fault test) until `bound` s."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+            return {t: len(m.partitions) for t, m in md.topics.items()}
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in TRANSIENT) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def generator(cluster: Cluster) -> Producer:

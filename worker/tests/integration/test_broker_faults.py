@@ -81,7 +81,10 @@ def leader(cluster: KafkaCluster, topic: str, partition: int) -> int:
 
 def ends(cluster: KafkaCluster, topic: str) -> dict[int, int]:
     """End offsets (-1 while the topic is missing or a partition has no reachable leader)."""
-    if topic not in topic_partitions(cluster):
+    try:
+        if topic not in topic_partitions(cluster, bound=5):
+            return dict.fromkeys(range(PARTITIONS), -1)
+    except KafkaException:
         return dict.fromkeys(range(PARTITIONS), -1)
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-ends", "logger": QUIET})
     out: dict[int, int] = {}

@@ -64,7 +64,11 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Clus
         yield c
 
 
-NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._UNKNOWN_PARTITION,  # the client's metadata does not list the new partitions yet
+}
 
 
 def ends(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
@@ -80,7 +84,8 @@ def ends(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
 
 def _end(c: Consumer, topic: str, partition: int) -> int:
     """A partition's end offset; -1 while a topic just created has no leader yet (Kafka answers
-    NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE until the controller has elected one)."""
+    NOT_LEADER_FOR_PARTITION or LEADER_NOT_AVAILABLE until the controller has elected one, and the
+    client reports an unknown partition until its metadata lists it)."""
     try:
         return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
     except KafkaException as exc:
