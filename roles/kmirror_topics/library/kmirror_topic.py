@@ -10,11 +10,13 @@ short_description: Create destination topics on the target with the source's par
 description:
   - Lists the source cluster's topics that the mirror's whitelist/blacklist select (kmirror's own Java-regex
     filter, internal topics never), and creates those missing on the target with the source's partition count
-    and effective topic configs (every config the source describes, set on the topic or inherited from the
-    source brokers, except read-only, sensitive and cluster-specific ones such as min.insync.replicas),
-    through C(kmirror.mirror.topics), the code and the one copy rule the worker itself uses.
+    and the configs set on the source topic (not what it inherits from the source brokers: the destination
+    inherits the target's defaults there; never read-only, sensitive or cluster-specific ones such as
+    min.insync.replicas), through C(kmirror.mirror.topics), the code and the one copy rule the worker itself
+    uses.
   - Topics already on the target are brought in step the way the running worker keeps them, by the same code
-    (incremental alter configs) where their replicable configs differ from the source's, and partitions are
+    (incremental alter configs) where their replicable configs differ from the source's (a replicable config
+    set on the destination topic and not on the source topic is deleted), and partitions are
     added (create partitions) where the target has fewer than the source. A target that refuses to add
     partitions is reported as a warning and in C(mismatched), not as a failure (the worker then places that
     topic's records by key hash).
@@ -173,7 +175,7 @@ def main() -> None:
         specs = kt.plan(wanted, on_target, configs)
         present = {t: on_target[t] for t in wanted if t in on_target}
         # Existing destination topics: the same configs and partitions the running worker keeps them at.
-        source_cfg, source_err = kt.current_configs(source, present, p["timeout"], replicable=True)
+        source_cfg, source_err = kt.current_configs(source, present, p["timeout"])
         target_cfg, target_err = kt.current_configs(target, present, p["timeout"])
         if source_err or target_err:
             module.fail_json(
@@ -223,7 +225,9 @@ def main() -> None:
         )
     created = [{"name": s.name, "partitions": s.partitions, "configs": s.configs} for s in specs]
     altered = {t: {"set": c.set, "delete": list(c.delete)} for t, c in sorted(changes.items())}
-    before_cfg = {t: {k: target_cfg[t].get(k, "(unset)") for k in c.set} for t, c in changes.items()}
+    before_cfg = {
+        t: {k: target_cfg[t].get(k, "(unset)") for k in (*c.set, *c.delete)} for t, c in changes.items()
+    }
     after_cfg = dict({t: c.set for t, c in changes.items()}, **{s.name: s.configs for s in specs})
     module.exit_json(
         changed=bool(specs or changes or added),

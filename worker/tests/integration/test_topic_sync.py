@@ -1,20 +1,35 @@
-"""Destination topics kept in step while `kmirror run` mirrors (real embedded brokers).
+"""Destination topics kept in step while `kmirror run` mirrors, on Apache Kafka 4.3.
 
-* A source topic config changed while the mirror runs reaches the target within the topic refresh interval.
-* A source topic with more partitions than its destination: kmirror asks the target for the partitions;
-  the test broker refuses (it has no CreatePartitions), so the mismatch is logged, exposed as
-  `kmirror_topic_partition_mismatch`, and records keep flowing by key hash without loss. The planning of
-  the successful case is proven in tests/unit/test_topic_planning.py. A source topic cannot grow on the
-  test broker at all (no CreatePartitions; deleting a topic a librdkafka consumer is subscribed to crashes
-  the consumer with SIGSEGV), so the target side of a mismatch is what is shown here.
+* What is set on a source topic is what its destination gets (never the source brokers' defaults as
+  overrides); a source config changed while the mirror runs reaches the target within the topic refresh
+  interval, and one removed on the source is removed on the target, which then has the *target's* default.
+  The two clusters have different broker defaults for ``segment.ms`` (``log.roll.ms``) to tell them apart.
+* A source topic with more partitions than its destination, on a target whose authorizer denies the
+  mirror principal ALTER on the topic (it has the kmirror_acls role's bindings, created by the role's own
+  module, plus an operator's DENY): CreatePartitions is refused, the mismatch is logged with the broker's
+  reason, exposed as `kmirror_topic_partition_mismatch`, and records keep flowing by key hash without loss.
+  Partitions the target does add are in test_partition_growth.py.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourcePatternType,
+    ResourceType,
+)
 from mirror_harness import (
     Rec,
     Worker,
@@ -28,46 +43,77 @@ from mirror_harness import (
     run_args,
     topic_partitions,
     wait_until,
+    write,
 )
+from test_acls_enforced import ADMIN, ADMIN_PASS, TGT_PASS, TGT_USER, admin_conf, run_module
 from test_metrics import scrape
 from test_mirror import java_partition
+from tls_fixtures import scram_jaas
 
-from kmirror.testing.embedded import Cluster, free_port
+from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, free_port, running
+
+SOURCE_SEGMENT_MS = "7200000"  # the source brokers' default segment.ms (log.roll.ms), 2 h
+TARGET_SEGMENT_MS = "604800000"  # Kafka's own default, 7 days, on the target
 
 
-# Not yet on Apache Kafka (docs/testing.md): on Kafka, describe_configs lists every inherited config,
-# and the copy rule (replicable_configs) copies them all as target overrides, so a config deleted on
-# the source becomes the source broker's default on the target, not 'back to the target's default'
-# (the rule needs a decision: copy only what is set on the source topic, as MirrorMaker 2 does); and
-# Kafka can add the partitions this test expects refused
 @pytest.fixture
-def kafka(tansu):
-    return tansu
+def different_defaults(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
+    cs = {
+        "source": KafkaCluster("source", broker_config={"log.roll.ms": SOURCE_SEGMENT_MS}),
+        "target": KafkaCluster("target"),
+    }
+    with running(cs, tmp_path / "brokers"):
+        yield cs
 
 
-def topic_configs(cluster: Cluster, topic: str) -> dict[str, str]:
+@pytest.fixture
+def target_with_authorizer(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
+    security = Security(
+        sasl_plaintext=True,
+        scram=(ScramUser(ADMIN, ADMIN_PASS), ScramUser(TGT_USER, TGT_PASS)),
+        super_users=(f"User:{ADMIN}",),
+    )
+    cs = {"source": KafkaCluster("source"), "target": KafkaCluster("target", security=security)}
+    with running(cs, tmp_path / "brokers"):
+        yield cs
+
+
+def described(cluster: KafkaCluster, topic: str) -> dict[str, ConfigEntry]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-    return {k: v.value for f in described.values() for k, v in f.result().items() if v.value is not None}
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    got: dict[str, ConfigEntry] = admin.describe_configs([res])[res].result(10)
+    return got
 
 
-def alter(cluster: Cluster, topic: str, set_: dict[str, str], delete: tuple[str, ...] = ()) -> None:
+def overrides(cluster: KafkaCluster, topic: str) -> dict[str, str]:
+    """The configs set on the topic (what kafka-configs.sh --describe lists for it)."""
+    return {
+        k: str(e.value)
+        for k, e in described(cluster, topic).items()
+        if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
+
+
+def alter(cluster: KafkaCluster, topic: str, set_: dict[str, str], delete: tuple[str, ...] = ()) -> None:
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
     for f in admin.incremental_alter_configs([resource]).values():
-        f.result()
+        f.result(10)
 
 
-def test_source_config_changes_reach_the_target_while_mirroring(kafka, tmp_path, workers):
-    src, tgt = kafka["source"], kafka["target"]
+def test_source_config_changes_reach_the_target_while_mirroring(different_defaults, tmp_path, workers):
+    src, tgt = different_defaults["source"], different_defaults["target"]
     create_topic(
         src,
         "synced",
         2,
         {"retention.ms": "86400000", "segment.ms": "3600000", "min.insync.replicas": "1"},
     )
+    # Inherited on the source: its brokers' segment.ms, Kafka's max.message.bytes, ...
+    inherited = described(src, "synced")
+    assert inherited["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     first = make_records("synced", 2, 20)
     produce(src, first)
     w = Worker(
@@ -85,28 +131,32 @@ def test_source_config_changes_reach_the_target_while_mirroring(kafka, tmp_path,
     )
     workers.append(w)
     read_all(tgt, ["synced"], len(first))
-    created = topic_configs(tgt, "synced")
-    assert created.get("retention.ms") == "86400000" and created.get("segment.ms") == "3600000"
-    assert "min.insync.replicas" not in created  # the source cluster's durability setting is not copied
-    # A setting the target's operator made for this cluster: kmirror never touches it.
-    alter(tgt, "synced", {"min.insync.replicas": "2"})
+    # Created with what is set on the source topic, nothing inherited; not the source cluster's durability.
+    assert overrides(tgt, "synced") == {"retention.ms": "86400000", "segment.ms": "3600000"}
+    # A setting the target's operator made for this cluster (a kind never copied): kmirror never touches it.
+    alter(tgt, "synced", {"unclean.leader.election.enable": "true"})
 
     alter(src, "synced", {"retention.ms": "3600000", "max.message.bytes": "2000000"}, delete=("segment.ms",))
+    # On the source, segment.ms is its brokers' default again.
+    assert described(src, "synced")["segment.ms"].value == SOURCE_SEGMENT_MS
 
-    def followed() -> bool:
-        c = topic_configs(tgt, "synced")
-        return (
-            c.get("retention.ms") == "3600000"
-            and c.get("max.message.bytes") == "2000000"
-            and "segment.ms" not in c
-        )
-
-    wait_until(followed, timeout=15, what="the target topic to follow the source's configs")
-    assert topic_configs(tgt, "synced").get("min.insync.replicas") == "2"
-    assert "destination topic synced follows the source: max.message.bytes=2000000, retention.ms=3600000" in (
-        w.log()
+    want = {
+        "retention.ms": "3600000",
+        "max.message.bytes": "2000000",
+        "unclean.leader.election.enable": "true",
+    }
+    wait_until(
+        lambda: overrides(tgt, "synced") == want,
+        timeout=15,
+        what=f"the target topic's overrides to become {want}",
     )
-    assert "segment.ms (back to the target's default)" in w.log()
+    # Removed on the target too: the target's default, not the source brokers'.
+    segment = described(tgt, "synced")["segment.ms"]
+    assert (segment.value, segment.source) == (TARGET_SEGMENT_MS, ConfigSource.DEFAULT_CONFIG.value)
+    assert (
+        "destination topic synced follows the source: max.message.bytes=2000000, retention.ms=3600000, "
+        "segment.ms (back to the target's default)"
+    ) in w.log()
 
     # Mirroring went on through the change, and a refresh with nothing changed alters nothing.
     more = make_records("synced", 2, 20, start=20)
@@ -116,10 +166,37 @@ def test_source_config_changes_reach_the_target_while_mirroring(kafka, tmp_path,
     assert w.stop(signal.SIGTERM) == 0
 
 
-def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(kafka, tmp_path, workers):
-    src, tgt = kafka["source"], kafka["target"]
+def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
+    target_with_authorizer, tmp_path, workers
+):
+    src, tgt = target_with_authorizer["source"], target_with_authorizer["target"]
+    # The mirror principal gets exactly the kmirror_acls role's target bindings (the module, for real) ...
+    granted = run_module(
+        {
+            "side": "target",
+            "principal": f"User:{TGT_USER}",
+            "whitelist": "keyed",
+            "admin_config": admin_conf(tgt),
+        }
+    )
+    assert not granted.get("failed") and granted["changed"], granted
+    assert ("TOPIC", "ALTER") in {(b["resource_type"], b["operation"]) for b in granted["bindings"]}
+    # ... and the target's operator denies it ALTER on this topic: no partitions may be added.
+    deny = AclBinding(
+        ResourceType.TOPIC,
+        "keyed",
+        ResourcePatternType.LITERAL,
+        f"User:{TGT_USER}",
+        "*",
+        AclOperation.ALTER,
+        AclPermissionType.DENY,
+    )
+    admin = AdminClient(admin_conf(tgt))  # kept until the answer came
+    for f in admin.create_acls([deny]).values():
+        f.result(10)
+
     create_topic(src, "keyed", 4)
-    create_topic(tgt, "keyed", 2)  # the source grew to 4 since; the target cannot add partitions
+    create_topic(tgt, "keyed", 2)  # made with 2 before the source grew to 4
     keys = [b"customer-%d" % (i % 13) for i in range(200)]
     records = [
         Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
@@ -128,11 +205,16 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(ka
     produce(src, records[:100])
     port = free_port()
     consumer = consumer_file(tmp_path, src, name="east.properties")
+    producer = write(
+        tmp_path / "producer.properties",
+        f"bootstrap.servers={tgt.listener('SASL_PLAINTEXT')}\nsecurity.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={scram_jaas(TGT_USER, TGT_PASS)}\n",
+    )
     w = Worker(
         tmp_path,
         run_args(
             consumer,
-            producer_file(tmp_path, tgt),
+            producer,
             "--whitelist",
             "keyed",
             "--num.streams",
@@ -145,8 +227,9 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(ka
     )
     workers.append(w)
     w.wait_for("adding partitions failed")
-    assert "target topic keyed has 2 partitions, source 4" in w.log()
-    assert "CreatePartitions" in w.log()  # the broker's own reason is in the line
+    (line,) = [x for x in w.log().splitlines() if "adding partitions failed" in x]
+    assert "target topic keyed has 2 partitions, source 4" in line
+    assert "authorization failed" in line.lower(), line  # the broker's own reason is in the line
 
     def exposed() -> bool:
         return (
@@ -158,7 +241,7 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(ka
 
     produce(src, records[100:])  # while it runs, retrying the partitions at every refresh
     target = read_all(tgt, ["keyed"], len(records))
-    assert sorted(r.value for r in target) == sorted(r.value for r in records)  # nothing lost
+    assert sorted(r.value for r in target) == sorted(r.value for r in records)  # nothing lost, no duplicate
     assert topic_partitions(tgt)["keyed"] == 2
     for r in target:
         assert r.partition == java_partition(r.key, 2), r

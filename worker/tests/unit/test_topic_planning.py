@@ -1,7 +1,7 @@
 """kmirror.mirror.topics planning without a cluster: which configs are copied, what a sync changes, which
-partitions are added, and how a partition mismatch is exposed. (The test broker cannot add partitions, so
-the planning of partition growth is proven here; tests/integration/test_topic_sync.py shows the refusal
-path live.)"""
+partitions are added, and how a partition mismatch is exposed. The same on Apache Kafka:
+tests/integration/test_topic_sync.py (config sync; a target that refuses partitions),
+test_partition_growth.py (partitions added)."""
 
 from __future__ import annotations
 
@@ -11,44 +11,51 @@ from prometheus_client.core import GaugeMetricFamily
 from kmirror.mirror import metrics, topics
 
 
-def entry(name: str, value: str | None, **flags: bool) -> ConfigEntry:
-    return ConfigEntry(name, value, source=ConfigSource.DEFAULT_CONFIG, **flags)
+def entry(
+    name: str, value: str | None, source: ConfigSource = ConfigSource.DYNAMIC_TOPIC_CONFIG, **flags: bool
+) -> ConfigEntry:
+    # As confluent-kafka describes them: the source as its number, not the enum.
+    return ConfigEntry(name, value, source=source.value, **flags)  # type: ignore[arg-type]
 
 
-def test_replicable_configs_are_the_effective_ones_minus_cluster_settings_and_secrets():
+def test_replicable_configs_are_those_set_on_the_topic_minus_cluster_settings_and_secrets():
     described = {
         "retention.ms": entry("retention.ms", "86400000"),  # set on the topic
-        "cleanup.policy": entry("cleanup.policy", "delete"),  # inherited from the source brokers' default
+        "compression.type": entry("compression.type", "zstd"),  # set on the topic
+        # inherited, whichever way: the destination inherits the target's own instead
+        "cleanup.policy": entry("cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG),
+        "segment.ms": entry("segment.ms", "7200000", ConfigSource.STATIC_BROKER_CONFIG),
+        "max.message.bytes": entry("max.message.bytes", "2000000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        "segment.bytes": entry("segment.bytes", "1000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        # set on the topic but never copied
         "min.insync.replicas": entry("min.insync.replicas", "2"),  # the source cluster's durability
-        "message.timestamp.type": entry("message.timestamp.type", "CreateTime"),
+        "message.timestamp.type": entry("message.timestamp.type", "LogAppendTime"),
         "confluent.tier.enable": entry("confluent.tier.enable", "false"),
         "segment.index.bytes": entry("segment.index.bytes", "10485760", is_read_only=True),
         "some.password": entry("some.password", "secret", is_sensitive=True),
         "no.value": entry("no.value", None),
     }
-    assert topics.replicable_configs(described) == {"retention.ms": "86400000", "cleanup.policy": "delete"}
+    assert topics.replicable_configs(described) == {"retention.ms": "86400000", "compression.type": "zstd"}
+    # The enum where a caller builds its own entries.
+    assert topics.replicable_configs(
+        {"a": ConfigEntry("a", "1", source=ConfigSource.DYNAMIC_TOPIC_CONFIG)}
+    ) == {"a": "1"}
 
 
-def test_config_changes_set_what_differs_and_leave_target_only_settings_alone():
+def test_config_changes_set_what_differs_and_delete_what_only_the_target_sets():
+    # Both sides as replicable_configs gives them: what is set on each topic.
     source = {"retention.ms": "1000", "cleanup.policy": "compact", "max.message.bytes": "2000000"}
-    target = {"retention.ms": "604800000", "cleanup.policy": "compact", "min.insync.replicas": "2"}
+    target = {"retention.ms": "604800000", "cleanup.policy": "compact", "segment.ms": "60000"}
     change = topics.config_changes(source, target)
     assert change.set == {"retention.ms": "1000", "max.message.bytes": "2000000"}
-    assert change.delete == ()
-    assert "min.insync.replicas" not in change.set  # the target's own durability setting is kept
-    assert change.describe() == "max.message.bytes=2000000, retention.ms=1000"
-
-
-def test_config_changes_delete_only_what_the_source_stopped_reporting():
-    # A broker that describes only explicitly set configs: segment.ms was removed on the source.
-    target = {"retention.ms": "1000", "segment.ms": "60000", "min.insync.replicas": "2"}
-    change = topics.config_changes(
-        {"retention.ms": "1000"}, target, dropped={"segment.ms", "gone.everywhere"}
-    )
-    assert change.set == {}
-    assert change.delete == ("segment.ms",)  # not min.insync.replicas (never reported), not one absent
+    assert change.delete == ("segment.ms",)  # removed on the source (or set by hand on the target)
     assert bool(change) is True
-    assert not topics.config_changes({"a": "1"}, {"a": "1"}, dropped=())
+    assert (
+        change.describe()
+        == "max.message.bytes=2000000, retention.ms=1000, segment.ms (back to the target's default)"
+    )
+    assert not topics.config_changes({"a": "1"}, {"a": "1"})
+    assert not topics.config_changes({}, {})
 
 
 def test_partitions_to_add_only_where_the_target_has_fewer():

@@ -2,13 +2,15 @@
 
 Never left to the target broker's auto-creation (which would use the broker's default partition count
 and configs). A mirror is a replica, and the one rule of what is copied lives here
-(:func:`replicable_configs`): the destination gets the source topic's **effective** topic-level configs
-(retention, cleanup policy, compression, ...), whether they were set on the topic or inherited from the
-source brokers, so it behaves the same whatever the target brokers' defaults are. Not copied: read-only
-and sensitive entries, and settings that describe the source cluster rather than the data
-(:data:`NOT_COPIED`, :data:`NOT_COPIED_PREFIXES`). The same rule is used when a topic is created
-(:func:`ensure`, the Ansible topics module) and while mirroring (:class:`ConfigSync`: a source config
-change reaches the target at the next topic refresh, by incremental alter configs).
+(:func:`replicable_configs`): the destination gets the configs **set on the source topic** (described with
+source DYNAMIC_TOPIC_CONFIG: retention, cleanup policy, compression, ...); what the source topic inherits
+from its brokers is not copied, so the destination inherits the target brokers' defaults there, as
+MirrorMaker 2 does by default (``use.defaults.from=target``). A config removed from the source topic is
+removed from the destination topic (back to the target's default). Never copied: read-only and sensitive
+entries, and settings that describe the source cluster rather than the data (:data:`NOT_COPIED`,
+:data:`NOT_COPIED_PREFIXES`); those are also never altered on the target. The same rule is used when a
+topic is created (:func:`ensure`, the Ansible topics module) and while mirroring (:class:`ConfigSync`: a
+source config change reaches the target at the next topic refresh, by incremental alter configs).
 
 A source topic that gains partitions gets them on the target too (:func:`partitions_to_add`,
 :func:`add_partitions`); where the target refuses, the engine routes the topic by key hash and reports the
@@ -26,6 +28,7 @@ from confluent_kafka.admin import (
     AdminClient,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
 )
@@ -63,6 +66,8 @@ NOT_COPIED = frozenset(
     }
 )
 NOT_COPIED_PREFIXES = ("confluent.",)
+# A described entry's source when it is set on the topic itself (confluent-kafka gives the number).
+_SET_ON_TOPIC = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
 
 
 @dataclass(frozen=True)
@@ -77,15 +82,19 @@ class TopicError(KmirrorError):
 
 
 def replicable_configs(entries: Mapping[str, object]) -> dict[str, str]:
-    """The rule of what is copied: the source topic's described (effective) configs a destination topic is
-    created with and kept equal to. Every entry the source describes (set on the topic or inherited from
-    the source brokers) except read-only and sensitive ones and those in :data:`NOT_COPIED` or starting
-    with :data:`NOT_COPIED_PREFIXES`."""
+    """The rule of what is copied: the configs set on a topic (described with source
+    DYNAMIC_TOPIC_CONFIG), except read-only and sensitive ones and those in :data:`NOT_COPIED` or starting
+    with :data:`NOT_COPIED_PREFIXES`. Inherited values (broker defaults, static or dynamic broker
+    configs) are never copied as overrides.
+
+    Applied to both sides: a destination topic is in step when its replicable configs equal its source
+    topic's (:func:`config_changes`)."""
     out = {}
     for name, entry in entries.items():
         if (
             name in NOT_COPIED
             or name.startswith(NOT_COPIED_PREFIXES)
+            or getattr(entry, "source", None) not in _SET_ON_TOPIC
             or getattr(entry, "is_read_only", False)
             or getattr(entry, "is_sensitive", False)
         ):
@@ -116,11 +125,10 @@ def describe_configs(
 
 
 def current_configs(
-    admin: AdminClient, topics: Iterable[str], timeout: float = 10.0, *, replicable: bool = False
+    admin: AdminClient, topics: Iterable[str], timeout: float = 10.0
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """Described topic configs, one request: ({topic: {name: value}}, {topic: error}).
-
-    ``replicable``: only those :func:`replicable_configs` copies (for a source topic)."""
+    """The topics' :func:`replicable_configs` (what is set on them), one request:
+    ({topic: {name: value}}, {topic: error}). The same for a source and for a destination topic."""
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
     if not resources:
         return {}, {}
@@ -128,14 +136,9 @@ def current_configs(
     errors: dict[str, str] = {}
     for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
         try:
-            entries = fut.result()
+            out[res.name] = replicable_configs(fut.result())
         except KafkaException as exc:
             errors[res.name] = _reason(exc)
-            continue
-        if replicable:
-            out[res.name] = replicable_configs(entries)
-        else:
-            out[res.name] = {n: str(e.value) for n, e in entries.items() if e.value is not None}
     return out, errors
 
 
@@ -155,19 +158,17 @@ class ConfigChange:
         return ", ".join(parts)
 
 
-def config_changes(
-    source: Mapping[str, str], target: Mapping[str, str], dropped: Iterable[str] = ()
-) -> ConfigChange:
-    """The changes that make ``target`` (a destination topic's described configs) follow ``source`` (the
-    source topic's :func:`replicable_configs`).
+def config_changes(source: Mapping[str, str], target: Mapping[str, str]) -> ConfigChange:
+    """The changes that make ``target`` follow ``source``: both a topic's :func:`replicable_configs`
+    (what is set on the destination topic, what is set on the source topic).
 
-    Every replicable source config whose value differs on the target is set. ``dropped``: replicable configs
-    the source reported before and no longer reports (brokers that describe only explicitly set configs do
-    that when one is removed): deleted on the target, so it falls back to its default as well. Target
-    configs the source never reported (e.g. a ``min.insync.replicas`` set on the target) are left alone.
+    Every source config whose value differs on the target is set; every replicable config set on the target
+    and not on the source is deleted, so the destination falls back to the target's default (a config
+    removed on the source, or one set on the destination by hand). Settings :func:`replicable_configs`
+    leaves out (e.g. a ``min.insync.replicas`` the target's operator set) are never touched.
     """
     to_set = {k: v for k, v in source.items() if target.get(k) != v}
-    to_delete = tuple(sorted(k for k in set(dropped) if k not in source and k in target))
+    to_delete = tuple(sorted(k for k in target if k not in source))
     return ConfigChange(to_set, to_delete)
 
 
@@ -204,7 +205,8 @@ class ConfigSync:
 
     Each :meth:`run` describes the source topics (one request) and compares them with what was last made
     equal on the target; only topics whose source configs changed (or that were never synced by this
-    process) are described on the target (one request) and altered where they differ (one request).
+    process) are described on the target (one request) and altered where they differ (one request): set
+    where the source's value differs, deleted where the target has a replicable config the source has not.
     A refusal (e.g. no ALTER_CONFIGS on the target) is logged once per topic and reason, retried at the next
     run, and never stops the mirror.
     """
@@ -219,7 +221,7 @@ class ConfigSync:
         wanted = sorted(topics)
         self.synced = {t: c for t, c in self.synced.items() if t in wanted}
         try:
-            described, errors = current_configs(self.source, wanted, self.timeout, replicable=True)
+            described, errors = current_configs(self.source, wanted, self.timeout)
             for t, reason in errors.items():
                 self._problem(t, f"could not describe the source topic's configs: {reason}")
             todo = {t: c for t, c in described.items() if self.synced.get(t) != c}
@@ -228,11 +230,7 @@ class ConfigSync:
             on_target, errors = current_configs(self.target, todo, self.timeout)
             for t, reason in errors.items():
                 self._problem(t, f"could not describe the destination topic's configs: {reason}")
-            changes = {
-                t: config_changes(c, on_target[t], set(self.synced.get(t, {})) - set(c))
-                for t, c in todo.items()
-                if t in on_target
-            }
+            changes = {t: config_changes(c, on_target[t]) for t, c in todo.items() if t in on_target}
             refused = alter_configs(self.target, {t: c for t, c in changes.items() if c}, self.timeout)
         except KafkaException as exc:
             self._problem("*", f"topic config sync failed: {_reason(exc)}")
