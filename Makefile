@@ -9,7 +9,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench clean cluster-definition
+.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-outage \
+	bench-restarts clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
 help: ## this list: every target with one line
@@ -87,8 +88,20 @@ docs: install ## regenerate the generated docs (config key table, safe defaults)
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md
 	$(BIN)/python -m kmirror defaults --markdown > docs/safe-defaults.md
 
-bench: install ## throughput benchmark, written to docs/benchmarks.md
-	$(BIN)/python bench/throughput.py --write docs/benchmarks.md
+# The benchmarks run on Apache Kafka 4.3 clusters (kafka-install) and take the bench lock: one at a time.
+BENCH = flock /tmp/kmirror-bench.lock $(BIN)/python
+
+bench: install ## throughput benchmark (kmirror vs loop vs read/write alone) -> docs/benchmarks.md
+	$(BENCH) bench/throughput.py --write docs/benchmarks.md
+
+bench-groups: install ## cost of the failover offset sync (--groups on vs off) -> docs/benchmarks.md
+	$(BENCH) bench/groups.py --write docs/benchmarks.md
+
+bench-outage: install ## memory of a stream during a target outage -> docs/benchmarks.md
+	$(BENCH) bench/outage_memory.py --write docs/benchmarks.md
+
+bench-restarts: install ## clean restart: streams leave one at a time, all at once, static -> docs/benchmarks.md
+	$(BENCH) bench/restarts.py --write docs/benchmarks.md
 
 clean: ## remove the project venv and pytest's cache
 	rm -rf $(VENV) .pytest_cache

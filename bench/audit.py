@@ -1,8 +1,9 @@
 """Audit speed: the whole `kmirror audit` command and a warm Spark session against the raw read of the
 same data by two processes (one per cluster, in parallel), measured in one run, contenders interleaved.
 
-Data: two embedded clusters and two topics of N records on the source (6 partitions, ~200 B values, a
-key, one header, timestamps spread over two hours, 10-minute buckets) and their copy on the target:
+Data: two Apache Kafka 4.3 clusters of one node (`kmirror.testing.kafka.BENCH_JVM`) and two topics of N
+records on the source (6 partitions, ~200 B values, a key, one header, timestamps spread over two
+hours, 10-minute buckets) and their copy on the target:
 `perfect` is an exact copy; `spread` lacks every 200th record and has every 2000th twice, so that every
 bucket differs. Records read = both clusters (about 2 x N).
 
@@ -28,7 +29,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import markers, write_section
+from sections import machine_note, markers, write_section
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
 from kmirror.config.filters import TopicFilter
@@ -260,6 +260,12 @@ def median(runs: list[Result], key: str) -> float:
     return statistics.median(r[key] for r in runs if key in r)
 
 
+def secs(runs: list[Result]) -> str:
+    """Median (min-max) seconds."""
+    v = [r["seconds"] for r in runs]
+    return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic on the source")
@@ -270,13 +276,16 @@ def main() -> int:
     if a.raw_read:
         print(raw_read(a.raw_read[0], a.raw_read[1], keep=a.raw_read[2] == "keep"))
         return 0
-    from kmirror.testing.tansu import clusters
+    from kmirror.testing.kafka import BENCH_JVM, KafkaCluster, running
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     loads = [os.getloadavg()[0]]
-    with clusters("source", "target") as cs, tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        running({n: KafkaCluster(n, jvm=BENCH_JVM) for n in ("source", "target")}, Path(tmp)) as cs,
+    ):
         bootstraps = {name: c.bootstrap for name, c in cs.items()}
-        brokers = {c.pid for c in cs.values()}
+        brokers = {pid for c in cs.values() for pid in c.pids}
         t0 = time.monotonic()
         planted = {topic: fill(bootstraps, topic, a.records, gaps=gaps) for topic, gaps in TOPICS.items()}
         print(f"filled {len(TOPICS)} topics in {time.monotonic() - t0:.1f} s", file=sys.stderr)
@@ -340,27 +349,28 @@ def report(  # noqa: PLR0917
         BEGIN,
         "## Audit",
         "",
-        f"Machine: {os.cpu_count()} cores (shared with other work: load average "
-        f"{' / '.join(f'{x:.1f}' for x in loads)} at the start / after the cold runs / at the end), "
-        f"CPython {platform.python_version()}, embedded Tansu brokers on the same machine, Spark "
-        f"`local[2]`. Each topic: {a.records:,} records on the source (6 partitions, ~200 B values, key, "
-        "one header, two hours of timestamps, 10-minute buckets) and their copy on the target: `perfect` "
-        "is exact; `spread` lacks every 200th record and has every 2000th twice (every bucket differs). "
-        f"Median of {a.repeat} runs; the contenders interleaved (A B A B ...) so that other work on the "
-        "machine slows each alike. Raw read = two fresh processes, one per cluster, reading every record "
-        "(key, value, headers, timestamp) in parallel and keeping them in a list (the goals' baseline); "
+        machine_note(),
+        f"Load average {' / '.join(f'{x:.1f}' for x in loads)} at the start / after the cold runs / at "
+        f"the end; Spark `local[2]`. Each topic: {a.records:,} records on the source (6 partitions, ~200 B "
+        "values, key, one header, two hours of timestamps, 10-minute buckets) and their copy on the target: "
+        "`perfect` is exact; `spread` lacks every 200th record and has every 2000th twice (every bucket "
+        "differs). "
+        f"Median of {a.repeat} runs, seconds as median (min-max); the contenders interleaved (A B A B ...) "
+        "so that other work on the machine slows each alike. Raw read = two fresh processes, one per "
+        "cluster, reading every record (key, value, headers, timestamp) in parallel and keeping them in a "
+        "list (the goals' baseline); "
         "streaming read = the same keeping nothing (faster: no garbage collector walking a growing list). "
         "All readers use the audit's consumer settings (`kmirror.audit.kafka.consumer_conf`).",
         "",
         "| topic | contender | records read | seconds | rec/s | vs raw read | goal | peak RSS | "
         "differences found |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| spread | raw read (2 processes, cold) | {records:,} | {raw_cold:.2f} | {records / raw_cold:,.0f} "
-        "| 1.00x | | | - |",
-        f"| spread | streaming read (2 processes, cold) | {records:,} | {stream_cold:.2f} | "
+        f"| spread | raw read (2 processes, cold) | {records:,} | {secs(cold['raw'])} | "
+        f"{records / raw_cold:,.0f} | 1.00x | | | - |",
+        f"| spread | streaming read (2 processes, cold) | {records:,} | {secs(cold['stream'])} | "
         f"{records / stream_cold:,.0f} | {raw_cold / stream_cold:.2f}x the rate | | | - |",
-        f"| spread | `kmirror audit` command (cold: JVM, Spark start) | {records:,} | {cmd:.2f} | "
-        f"{records / cmd:,.0f} | **{cmd / raw_cold:.2f}x the time** | at most 4x | "
+        f"| spread | `kmirror audit` command (cold: JVM, Spark start) | {records:,} | "
+        f"{secs(cold['command'])} | {records / cmd:,.0f} | **{cmd / raw_cold:.2f}x the time** | at most 4x | "
         f"{median(cold['command'], 'rss') / mb:,.0f} MB | {want['spread']:,} |",
     ]
     for topic, runs in warm.items():
@@ -368,12 +378,13 @@ def report(  # noqa: PLR0917
         stream_s = median(runs["stream"], "seconds")
         n = runs["raw"][0]["records"]
         lines += [
-            f"| {topic} | raw read (2 processes, cold) | {n:,} | {raw_s:.2f} | {n / raw_s:,.0f} | 1.00x "
-            "| | | - |",
-            f"| {topic} | streaming read (2 processes, cold) | {n:,} | {stream_s:.2f} | "
+            f"| {topic} | raw read (2 processes, cold) | {n:,} | {secs(runs['raw'])} | {n / raw_s:,.0f} "
+            "| 1.00x | | | - |",
+            f"| {topic} | streaming read (2 processes, cold) | {n:,} | {secs(runs['stream'])} | "
             f"{n / stream_s:,.0f} | {raw_s / stream_s:.2f}x the rate | | | - |",
-            f"| {topic} | `kmirror audit`, warm session | {n:,} | {audit_s:.2f} | {n / audit_s:,.0f} | "
-            f"**{raw_s / audit_s:.0%} of the rate** ({stream_s / audit_s:.0%} of the streaming read's) | "
+            f"| {topic} | `kmirror audit`, warm session | {n:,} | {secs(runs['warm'])} | "
+            f"{n / audit_s:,.0f} | **{raw_s / audit_s:.0%} of the rate** ({stream_s / audit_s:.0%} of the "
+            "streaming read's) | "
             "at least 85 % | "
             f"{median(runs['warm'], 'rss') / mb:,.0f} MB | {want[topic]:,} |",
         ]
@@ -399,7 +410,7 @@ def report(  # noqa: PLR0917
         "records it as its JVM exits).",
         "",
         "Reproduce: `make bench-audit` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py "
-        f"--write docs/benchmarks.md`; options `--records {a.records}` `--repeat {a.repeat}`).",
+        f"--records {a.records} --repeat {a.repeat} --write docs/benchmarks.md`).",
         END,
     ]
     return "\n".join(lines) + "\n"

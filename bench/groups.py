@@ -1,7 +1,8 @@
 """What failover costs the mirror: `kmirror run` throughput with `--groups` on versus off.
 
-One embedded source filled once (6 partitions) with application groups that have committed offsets on it
-(so the group offset sync has work every interval); a fresh embedded target per run; the two contenders
+Apache Kafka 4.3 clusters of one node (`kmirror.testing.kafka.BENCH_JVM`): one source filled once
+(6 partitions) with application groups that have committed offsets on it (so the group offset sync has
+work every interval); a fresh target cluster per run (the sync finds no earlier offsets); the two contenders
 run alternately (off, on, off, on, ...) so that machine noise hits both; rate as in bench/throughput.py
 (records / time from the first partition assignment until the mirror group committed every record), and
 the CPU time of all kmirror processes per record (steadier than rates on a shared machine). Both
@@ -15,23 +16,32 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import resource
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from sections import markers, write_section
-from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, QUIET, TOPIC, Committed, create_topic, fill
+from sections import machine_note, markers, write_section
+from throughput import (
+    COMMIT_MS,
+    GROUP_SETTINGS,
+    PARTITIONS,
+    QUIET,
+    TOPIC,
+    Committed,
+    bench_clusters,
+    create_topic,
+    fill,
+)
 
 from kmirror.testing.mirrors import mirror_files, run_command
-from kmirror.testing.tansu import clusters
 
 APP_GROUPS = 5
 SYNC_MS = 1000
@@ -107,13 +117,13 @@ def measure_one(cmd: list[str], source: str, group: str, n: int, timeout: float 
 def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]]:
     results: dict[str, list[Result]] = {"off": [], "on": []}
     workdir.mkdir(parents=True, exist_ok=True)
-    with clusters("source", log_dir=workdir) as src_c:
+    with bench_clusters("source", workdir=workdir) as src_c:
         source = src_c["source"].bootstrap
         fill(src_c["source"], n, size)
         commit_app_groups(source, n)
         for attempt in range(repeat):
             for mode in ("off", "on") if attempt % 2 == 0 else ("on", "off"):
-                with clusters(f"target-{mode}-{attempt}", log_dir=workdir) as tgt_c:
+                with bench_clusters(f"target-{mode}-{attempt}", workdir=workdir) as tgt_c:
                     target = next(iter(tgt_c.values()))
                     create_topic(target)
                     group = f"bench-groups-{mode}-{attempt}"
@@ -130,8 +140,9 @@ def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]
 
 def report(results: dict[str, list[Result]], n: int, size: int) -> str:
     off, on = results["off"], results["on"]
-    rate_ratio = statistics.median(b[0] / a[0] for a, b in zip(off, on, strict=True))
-    cpu_ratio = statistics.median(b[1] / a[1] for a, b in zip(off, on, strict=True))
+    rate_ratios = [b[0] / a[0] for a, b in zip(off, on, strict=True)]
+    cpu_ratios = [b[1] / a[1] for a, b in zip(off, on, strict=True)]
+    rate_ratio, cpu_ratio = statistics.median(rate_ratios), statistics.median(cpu_ratios)
     streams = os.cpu_count() or 1  # kmirror's default --num.streams
     sync_share = statistics.median(b[2] / streams / (n / b[0]) for b in on)  # of each stream's time
     commit_points = [streams * (n / b[0]) / (COMMIT_MS / 1000) for b in on]
@@ -140,9 +151,9 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         BEGIN,
         "## Failover offset sync: `--groups` on versus off",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}; "
-        f"embedded brokers on the same machine (shared with other jobs: wall-clock rates are noisy, CPU time "
-        f"per record is the steadier measure). {n:,} records of {size} B in {PARTITIONS} partitions, "
+        machine_note(),
+        "Wall-clock rates are the noisiest figure here; CPU time per record is the steadier measure. "
+        f"{n:,} records of {size} B in {PARTITIONS} partitions, "
         f"{APP_GROUPS} application groups with committed offsets on the source; kmirror with its defaults "
         f"(one stream per core), commit every {COMMIT_MS} ms (a sync point per partition at each: far more "
         f"often than the default 60 s), `--groups '.*' --sync.group.offsets.interval.ms {SYNC_MS}`; runs "
@@ -156,15 +167,17 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         lines.append(f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} | {b[2]:.3f} |")
     lines += [
         "",
-        f"Median of the paired ratios (on / off): throughput **{rate_ratio:.3f}**, CPU per record "
-        f"**{cpu_ratio:.3f}**. Each stream spent a median **{sync_share:.1%}** of its time at sync points, "
+        f"Median (min-max) of the paired ratios (on / off): throughput **{rate_ratio:.3f}** "
+        f"({min(rate_ratios):.3f}-{max(rate_ratios):.3f}), CPU per record **{cpu_ratio:.3f}** "
+        f"({min(cpu_ratios):.3f}-{max(cpu_ratios):.3f}). Each stream spent a median **{sync_share:.1%}** "
+        "of its time at sync points, "
         f"about **{per_point_ms:.0f} ms per commit point** (ListOffsets, end probe, produce): the cost "
         f"is that time divided by `--offset.commit.interval.ms`, {per_point_ms / COMMIT_MS:.1%} here and "
         f"{per_point_ms / 60_000:.2%} at the default 60 s. The group offset sync runs in the supervisor "
         "process and does no per-record work.",
         "",
-        "Reproduce: `flock /tmp/kmirror-bench.lock .venv/bin/python bench/groups.py "
-        "--write docs/benchmarks.md`.",
+        "Reproduce: `make bench-groups` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/groups.py "
+        f"--records {n} --size {size} --repeat {len(on)} --write docs/benchmarks.md`).",
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -188,8 +201,8 @@ def main() -> int:
         if a.write:
             write_section(a.write, "groups", section)
         return 0
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kmirror-bench-groups-{os.getpid()}"
-    results = run(a.records, a.size, a.repeat, workdir)
+    with tempfile.TemporaryDirectory(prefix="kmirror-bench-groups-") as tmp:
+        results = run(a.records, a.size, a.repeat, Path(tmp))
     section = report(results, a.records, a.size)
     print(section)
     if a.write:

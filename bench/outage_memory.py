@@ -1,12 +1,13 @@
 """Memory of one stream during a target outage: bounded by --queue.size, not by the backlog.
 
-A source topic holds a backlog of 1 KB records far larger than any queue; one `kmirror run` stream
-(one process: a single stream runs in the supervisor) starts mirroring it, and once it is assigned the
-target broker is frozen (SIGSTOP), so nothing is acknowledged from then on. The stream fills its queue,
+Apache Kafka 4.3, one node per cluster (`kmirror.testing.kafka.BENCH_JVM`). A source topic holds a backlog
+of 1 KB records far larger than any queue; one `kmirror run` stream (one process: a single stream runs in
+the supervisor) starts mirroring it, and once it is assigned the target broker is frozen (SIGSTOP), so
+nothing is acknowledged from then on. The stream fills its queue,
 blocks ("target unreachable since ..., N records waiting, reading paused") and stays blocked. Measured
 from /proc: peak RSS (VmHWM) and RSS once blocked, for each queue size; a fresh consumer group per run
 reads the same backlog. Runs of the queue sizes are interleaved (A B A B ...) so that other work on the
-machine hits each alike; the median per queue size is reported.
+machine hits each alike; the median (min-max) per queue size is reported.
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/outage_memory.py [--backlog N]
         [--queue 1000 10000 50000] [--repeat 3] [--write docs/benchmarks.md]
@@ -16,21 +17,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sections import markers, write_section
-from throughput import PARTITIONS, TOPIC, fill
+from sections import machine_note, markers, write_section
+from throughput import PARTITIONS, TOPIC, bench_clusters, fill
 
+from kmirror.testing.kafka import KafkaCluster
 from kmirror.testing.mirrors import mirror_files, run_command
-from kmirror.testing.tansu import Cluster, clusters
 
 RECORD_BYTES = 1000
 BLOCKED_FOR_S = 10.0  # how long a run stays blocked before it is measured and stopped
@@ -54,7 +55,7 @@ def rss_mb(pid: int, field: str) -> float:
     raise RuntimeError(f"no {field} for {pid}")
 
 
-def one_run(source: Cluster, target: Cluster, queue: int, group: str, workdir: Path) -> Run:
+def one_run(source: KafkaCluster, target: KafkaCluster, queue: int, group: str, workdir: Path) -> Run:
     workdir.mkdir(parents=True, exist_ok=True)
     settings = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
     consumer, producer = mirror_files(workdir, group, source.bootstrap, target.bootstrap, settings)
@@ -96,20 +97,25 @@ def one_run(source: Cluster, target: Cluster, queue: int, group: str, workdir: P
             target.resume()
 
 
+def spread(values: list[float] | list[int]) -> str:
+    """Median (min-max)."""
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
 def report(runs: list[Run], backlog: int, repeat: int) -> str:
     begin, end = markers(NAME)
     lines = [
         begin,
         "## Memory during a target outage",
         "",
-        f"Machine: {os.cpu_count()} cores, CPython {platform.python_version()}, embedded Tansu brokers on "
-        f"the same machine. One stream (`--num.streams 1`, 2 producers) mirrors a backlog of {backlog:,} "
+        machine_note(),
+        f"One stream (`--num.streams 1`, 2 producers) mirrors a backlog of {backlog:,} "
         f"records of {RECORD_BYTES} B ({backlog * RECORD_BYTES / 1e6:,.0f} MB, {PARTITIONS} partitions); "
         "once it is assigned the target is frozen (SIGSTOP), the stream fills its queue and blocks; "
-        f"measured {BLOCKED_FOR_S:.0f} s after the first blocked line. Median of {repeat} runs per queue "
-        "size, interleaved. Peak RSS is the process's high-water mark (VmHWM): it includes what librdkafka's "
-        "consumer prefetched before the stream blocked (at most `queued.max.messages.kbytes`, 64 MB by "
-        "default), which the pause then releases.",
+        f"measured {BLOCKED_FOR_S:.0f} s after the first blocked line. Median (min-max) of {repeat} runs "
+        "per queue size, interleaved. Peak RSS is the process's high-water mark (VmHWM): it includes what "
+        "librdkafka's consumer prefetched before the stream blocked (at most "
+        "`queued.max.messages.kbytes`, 64 MB by default), which the pause then releases.",
         "",
         "| --queue.size | records waiting for the target | peak RSS | RSS while blocked |",
         "|---|---|---|---|",
@@ -117,9 +123,8 @@ def report(runs: list[Run], backlog: int, repeat: int) -> str:
     for queue in sorted({r.queue for r in runs}):
         mine = [r for r in runs if r.queue == queue]
         lines.append(
-            f"| {queue:,} | {statistics.median(r.waiting for r in mine):,.0f} "
-            f"| {statistics.median(r.peak_mb for r in mine):,.0f} MB "
-            f"| {statistics.median(r.blocked_mb for r in mine):,.0f} MB |"
+            f"| {queue:,} | {spread([r.waiting for r in mine])} | {spread([r.peak_mb for r in mine])} MB "
+            f"| {spread([r.blocked_mb for r in mine])} MB |"
         )
     sizes = " ".join(str(q) for q in sorted({r.queue for r in runs}))
     lines += [
@@ -127,8 +132,9 @@ def report(runs: list[Run], backlog: int, repeat: int) -> str:
         "Records waiting never exceed `--queue.size` (the stream's producers share it), and the memory "
         "follows the queue, not the backlog.",
         "",
-        "Reproduce: `flock /tmp/kmirror-bench.lock .venv/bin/python bench/outage_memory.py "
-        f"--backlog {backlog} --queue {sizes} --repeat {repeat} --write docs/benchmarks.md`.",
+        "Reproduce: `make bench-outage` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
+        f"bench/outage_memory.py --backlog {backlog} --queue {sizes} --repeat {repeat} "
+        "--write docs/benchmarks.md`).",
         end,
     ]
     return "\n".join(lines) + "\n"
@@ -141,9 +147,12 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--write", type=Path)
     a = p.parse_args()
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kmirror-outage-memory-{os.getpid()}"
     runs: list[Run] = []
-    with clusters("source", "target", log_dir=workdir / "brokers") as c:
+    with (
+        tempfile.TemporaryDirectory(prefix="kmirror-outage-memory-") as tmp,
+        bench_clusters("source", "target", workdir=Path(tmp) / "brokers") as c,
+    ):
+        workdir = Path(tmp)
         fill(c["source"], a.backlog, RECORD_BYTES)
         for i in range(a.repeat):
             for queue in a.queue:

@@ -1,8 +1,8 @@
 """What a clean restart of a two-stream `kmirror run` instance costs, for each way its streams can leave.
 
-Contenders (each with its own embedded source and target cluster: a stalled group on the test broker
-also slows the broker's produce path; live traffic on all of them; the rounds interleaved A B C A B C
-... so that load on the shared machine hits each alike):
+Contenders (one Apache Kafka 4.3 source and one target cluster of one node each, with
+`kmirror.testing.kafka.BENCH_JVM`; each contender mirrors its own topic with its own group under live
+traffic; the rounds interleaved A B C A B C ... so that load on the shared machine hits each alike):
 
 * one at a time: kmirror's default (dynamic members; on SIGTERM the supervisor stops one stream, waits
   until its sibling took over its partitions, then stops the next).
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -34,9 +33,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import markers, write_section
+from sections import machine_note, markers, write_section
+from throughput import bench_clusters
 
-from kmirror.testing.tansu import Cluster, clusters
+from kmirror.testing.kafka import KafkaCluster
 
 PARTITIONS = 4
 SESSION_MS = 6000
@@ -48,12 +48,12 @@ CONTENDERS = {
 
 
 class Traffic(threading.Thread):
-    def __init__(self, cluster: Cluster, topics: list[str]) -> None:
+    def __init__(self, cluster: KafkaCluster, topics: list[str]) -> None:
         super().__init__(daemon=True)
         self.cluster, self.topics, self.stop = cluster, topics, threading.Event()
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.cluster.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+        p = Producer({"bootstrap.servers": self.cluster.bootstrap, "linger.ms": 5})
         i = 0
         while not self.stop.is_set():
             for t in self.topics:
@@ -70,7 +70,7 @@ class Traffic(threading.Thread):
         p.flush(30)
 
 
-def ends(cluster: Cluster, topic: str) -> list[int]:
+def ends(cluster: KafkaCluster, topic: str) -> list[int]:
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench-ends"})
     try:
         return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)]
@@ -80,7 +80,7 @@ def ends(cluster: Cluster, topic: str) -> list[int]:
         c.close()
 
 
-def flowing_after(target: Cluster, topic: str, since: float, limit: float) -> float | None:
+def flowing_after(target: KafkaCluster, topic: str, since: float, limit: float) -> float | None:
     before = ends(target, topic)
     while time.monotonic() - since < limit:
         now = ends(target, topic)
@@ -91,7 +91,7 @@ def flowing_after(target: Cluster, topic: str, since: float, limit: float) -> fl
 
 
 class Instance:
-    def __init__(self, work: Path, name: str, src: Cluster, tgt: Cluster, extra: list[str]) -> None:
+    def __init__(self, work: Path, name: str, src: KafkaCluster, tgt: KafkaCluster, extra: list[str]) -> None:
         self.consumer = work / f"{name}.properties"
         self.consumer.write_text(
             f"bootstrap.servers={src.bootstrap}\ngroup.id=bench-{name}\n"
@@ -129,7 +129,7 @@ def run_rounds(
     a: argparse.Namespace,
     *,
     inst: dict[str, Instance],
-    tgts: dict[str, Cluster],
+    tgts: dict[str, KafkaCluster],
     names: dict[str, str],
     took: dict[str, list[float]],
     stalls: dict[str, int],
@@ -169,10 +169,9 @@ def main() -> int:
     stalls: dict[str, int] = dict.fromkeys(CONTENDERS, 0)
     load = [os.getloadavg()[0]]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwind: brokers and instances are stopped
-    cluster_names = [f"{kind}{n}" for n in range(len(CONTENDERS)) for kind in ("source", "target")]
-    with tempfile.TemporaryDirectory() as tmp, clusters(*cluster_names, log_dir=Path(tmp)) as cl:
-        src = {c: cl[f"source{n}"] for n, c in enumerate(CONTENDERS)}
-        tgts = {c: cl[f"target{n}"] for n, c in enumerate(CONTENDERS)}
+    with tempfile.TemporaryDirectory() as tmp, bench_clusters("source", "target", workdir=Path(tmp)) as cl:
+        src = dict.fromkeys(CONTENDERS, cl["source"])
+        tgts = dict.fromkeys(CONTENDERS, cl["target"])
         traffic = []
         for c in CONTENDERS:
             admin = AdminClient({"bootstrap.servers": src[c].bootstrap})
@@ -190,7 +189,7 @@ def main() -> int:
                 t.join(60)
     load.append(os.getloadavg()[0])
     rows = [
-        f"| {c} | {len(v)} | {statistics.median(v):.1f} | {max(v):.1f} | {stalls[c]} |"
+        f"| {c} | {len(v)} | {statistics.median(v):.1f} | {min(v):.1f} | {max(v):.1f} | {stalls[c]} |"
         for c, v in took.items()
     ]
     begin, end = markers("restarts")
@@ -199,19 +198,20 @@ def main() -> int:
             begin,
             "## Restarts",
             "",
-            f"Machine: {os.cpu_count()} cores, CPython {platform.python_version()}, embedded Tansu brokers "
-            f"on the same machine (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end). A "
-            f"two-stream `kmirror run` instance, {PARTITIONS} partitions under live traffic, "
+            machine_note(),
+            f"Load average {load[0]:.1f} at the start, {load[1]:.1f} at the end. A two-stream `kmirror run` "
+            f"instance, {PARTITIONS} partitions under live traffic, "
             f"`session.timeout.ms={SESSION_MS}`; seconds from the restart until records flow again on every "
             f"partition; a round that did not flow within {a.stall_after:.0f} s is a stall (counted as "
             f"{a.stall_after:.0f} s). Contenders interleaved round by round.",
             "",
-            "| streams leave | rounds | median s | max s | stalls |",
-            "|---|---|---|---|---|",
+            "| streams leave | rounds | median s | min s | max s | stalls |",
+            "|---|---|---|---|---|---|",
             *rows,
             "",
-            "Reproduce: `flock /tmp/kmirror-bench.lock .venv/bin/python bench/restarts.py --write "
-            "docs/benchmarks.md`. The other restart paths (crash, takeover, removal) are measured by "
+            "Reproduce: `make bench-restarts` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
+            f"bench/restarts.py --rounds {a.rounds} --write docs/benchmarks.md`). The other restart paths "
+            "(crash, takeover, removal) are measured by "
             "`.venv/bin/pytest -s worker/tests/integration/test_restarts.py` (lines `RESTART ...`; "
             "section Restart paths).",
             end,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import time
 from pathlib import Path
 
 
@@ -18,3 +21,28 @@ def write_section(path: Path, name: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
+
+
+def kafka_version(line: str | None = None) -> str:
+    """The Apache Kafka release the test clusters of ``line`` run (from the pinned kafka-clients jar)."""
+    from kmirror.testing import jars
+
+    lib = jars.fetch(line or jars.MAIN_LINE)
+    found = sorted(p.name for p in lib.glob("kafka-clients-*.jar"))
+    return found[0].removeprefix("kafka-clients-").removesuffix(".jar") if found else line or jars.MAIN_LINE
+
+
+def machine_note() -> str:
+    """The conditions of a measurement, the same words in every section the benchmarks write."""
+    from importlib.metadata import version
+
+    import confluent_kafka
+
+    return (
+        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}, confluent-kafka {version('confluent-kafka')} (librdkafka "
+        f"{confluent_kafka.libversion()[0]}), Apache Kafka {kafka_version()} (one KRaft node per cluster, "
+        "`kmirror.testing.kafka.BENCH_JVM`) on the same machine. The machine was shared with other test runs "
+        f"during this measurement (load average {os.getloadavg()[0]:.1f} as the section was written): "
+        "absolute figures are noisy; the interleaved contenders' ratios are the comparison."
+    )

@@ -1,16 +1,17 @@
-"""Mirror throughput: kmirror (all guarantees on) vs the straightforward correct loop vs a consume-only read.
+"""Mirror throughput: kmirror (all guarantees on) vs the straightforward correct loop vs reading alone and
+writing alone, on Apache Kafka 4.3 (one node per cluster, `kmirror.testing.kafka.BENCH_JVM`).
 
-Same data for all three (one embedded source cluster, filled once per record size), a fresh embedded
-target per contender, each contender in its own process(es), and the same yardstick for all: the
-source group's committed offsets, sampled every 100 ms from outside. Rate = records / time from the
-contender's first partition assignment (it logs "assigned") until every record is committed, so process
-start and group join are not counted, for anyone. All contenders commit every 500 ms; the target topic
-exists beforehand with the source's partitions.
+Per record size: one source cluster filled once and one target cluster (the target topic exists
+beforehand with the source's partitions; writers append to it). Each contender runs in its own
+process(es); the contenders are interleaved (A B C D A B C D ...) so that other work on the shared
+machine slows each alike; each run reads with a fresh consumer group. The same yardstick for all
+readers: the source group's committed offsets, sampled every 100 ms from outside. Rate = records / time
+from the contender's first partition assignment (it logs "assigned") until every record is committed, so
+process start and group join are not counted, for anyone. All readers commit every 500 ms.
 
 * consume-only: batched consume + commit; nothing produced (the ceiling of reading here).
-* produce-only: one producer writing the same records to a fresh target, acks=all, idempotent, no
-  reading at all (the ceiling of writing here: with 1 KB records the embedded target broker, which
-  shares the two cores, is what limits every contender).
+* produce-only: one producer writing the same records to the target, acks=all, idempotent, no reading
+  at all (the ceiling of writing here).
 * straightforward loop: subscribe, poll() one record, produce() it with a delivery callback, and every
   500 ms flush + commit (acks=all, idempotent): correct, and what most people write.
 * kmirror: `kmirror run` with its defaults (one stream per core).
@@ -24,20 +25,22 @@ import argparse
 import contextlib
 import logging
 import os
-import platform
 import signal
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import markers, write_section
+from sections import machine_note, markers, write_section
 
+from kmirror.testing.kafka import BENCH_JVM, KafkaCluster, running
 from kmirror.testing.mirrors import mirror_files, run_command
-from kmirror.testing.tansu import Cluster, clusters
 
 TOPIC = "bench"
 PARTITIONS = 6
@@ -132,13 +135,13 @@ def _stop_flag() -> callable:  # type: ignore[valid-type]
 # ------------------------------------------------------------------------------------ harness
 
 
-def create_topic(cluster: Cluster) -> None:
+def create_topic(cluster: KafkaCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap}, logger=QUIET)
     for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
         f.result()
 
 
-def fill(cluster: Cluster, n: int, size: int) -> None:
+def fill(cluster: KafkaCluster, n: int, size: int) -> None:
     create_topic(cluster)
     p = Producer(
         {
@@ -237,70 +240,54 @@ def measure(cmd: list[str], source: str, group: str, n: int, timeout: float = 60
     return n / seconds, seconds, busy
 
 
-def _regroup(cmd: list[str], group: str) -> None:
-    """Point a kmirror command at a fresh consumer file with another group (same everything else)."""
-    i = cmd.index("--consumer.config") + 1
-    old = Path(cmd[i])
-    new = old.with_name(f"{group}-consumer.properties")
-    new.write_text(
-        "".join(
-            f"group.id={group}\n" if line.startswith("group.id=") else line + "\n"
-            for line in old.read_text().splitlines()
-        )
-    )
-    cmd[i] = str(new)
+@contextlib.contextmanager
+def bench_clusters(*names: str, workdir: Path) -> Iterator[dict[str, KafkaCluster]]:
+    """One-node Apache Kafka clusters with the benchmark JVM, started side by side, stopped on exit."""
+    with running({n: KafkaCluster(n, jvm=BENCH_JVM) for n in names}, workdir) as cs:
+        yield cs
 
 
-def run_size(size: int, n: int, workdir: Path, repeat: int) -> dict[str, Result]:
-    results = {}
-    with clusters("source", log_dir=workdir) as src_c:
-        source = src_c["source"].bootstrap
-        fill(src_c["source"], n, size)
-        py = sys.executable
-        me = str(Path(__file__).resolve())
-        for name in ("consume-only", "straightforward loop", "kmirror"):
-            with clusters(f"target-{size}-{name.split()[0]}", log_dir=workdir) as tgt_c:
-                target_cluster = tgt_c[next(iter(tgt_c))]
-                target = target_cluster.bootstrap
-                create_topic(target_cluster)
-                group = f"bench-{size}-{name.split()[0]}"
-                if name == "consume-only":
-                    cmd = [py, me, "--contender", "consume", "--source", source, "--group", f"{group}-0"]
-                elif name == "straightforward loop":
-                    cmd = [
-                        py,
-                        me,
-                        "--contender",
-                        "loop",
-                        "--source",
-                        source,
-                        "--target",
-                        target,
-                        "--group",
-                        f"{group}-0",
-                    ]
+CONTENDERS = ("consume-only", "produce-only", "straightforward loop", "kmirror")
+
+
+def contender_command(name: str, group: str, source: str, target: str, workdir: Path) -> list[str]:
+    """The command line of a reading contender (each in its own process(es))."""
+    me = str(Path(__file__).resolve())
+    if name == "consume-only":
+        return [sys.executable, me, "--contender", "consume", "--source", source, "--group", group]
+    if name == "straightforward loop":
+        return [sys.executable, me, "--contender", "loop", "--source", source, "--target", target,
+                "--group", group]  # fmt: skip
+    cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
+    options = name.split()[1:]  # "kmirror --num.producers 3": kmirror with that option
+    return run_command(cfile, pfile, TOPIC, "--offset.commit.interval.ms", str(COMMIT_MS),
+                       "--stats.interval.ms", "600000", *options)  # fmt: skip
+
+
+def run_size(size: int, n: int, workdir: Path, repeat: int, producers: list[int]) -> dict[str, list[Result]]:
+    """Every contender `repeat` times, interleaved (A B C D A B C D ...); every run of each. producers: also
+    kmirror with each of these `--num.producers`."""
+    names = (*CONTENDERS, *(f"kmirror --num.producers {p}" for p in producers))
+    results: dict[str, list[Result]] = {name: [] for name in names}
+    with bench_clusters(f"source-{size}", f"target-{size}", workdir=workdir) as cs:
+        source, target = cs[f"source-{size}"].bootstrap, cs[f"target-{size}"].bootstrap
+        fill(cs[f"source-{size}"], n, size)
+        create_topic(cs[f"target-{size}"])
+        for attempt in range(repeat):
+            for i, name in enumerate(names):
+                group = f"bench-{size}-{i}-{attempt}"  # a fresh group: the whole topic again
+                if name == "produce-only":
+                    r = produce_only(target, n, size)
                 else:
-                    cfile, pfile = mirror_files(workdir, f"{group}-0", source, target, GROUP_SETTINGS)
-                    cmd = run_command(
-                        cfile, pfile, TOPIC, "--offset.commit.interval.ms", str(COMMIT_MS),
-                        "--stats.interval.ms", "600000", python=py,
-                    )  # fmt: skip
-                runs = []
-                for attempt in range(repeat):
-                    runs.append(measure(cmd, source, f"{group}-{attempt}", n))
-                    if "--group" in cmd:
-                        cmd[cmd.index("--group") + 1] = f"{group}-{attempt + 1}"
-                    else:
-                        _regroup(cmd, f"{group}-{attempt + 1}")
-                results[name] = sorted(runs)[len(runs) // 2]
-                _show(size, name, results[name])
-        with clusters(f"target-{size}-produce", log_dir=workdir) as tgt_c:
-            target_cluster = next(iter(tgt_c.values()))
-            create_topic(target_cluster)
-            runs = [produce_only(target_cluster.bootstrap, n, size) for _ in range(repeat)]
-            results["produce-only"] = sorted(runs)[len(runs) // 2]
-            _show(size, "produce-only", results["produce-only"])
+                    r = measure(contender_command(name, group, source, target, workdir), source, group, n)
+                results[name].append(r)
+                _show(size, f"{name} #{attempt}", r)
     return results
+
+
+def median(runs: list[Result]) -> Result:
+    """The run of median rate (its seconds and CPU with it)."""
+    return sorted(runs)[len(runs) // 2]
 
 
 def produce_only(target: str, n: int, size: int) -> Result:
@@ -344,40 +331,53 @@ def mirror_ceiling(read: Result, write: Result) -> float:
     return cores / cost if cost > 0 else float("inf")
 
 
-def report(all_results: dict[int, dict[str, Result]], counts: dict[int, int]) -> str:
+def spread(runs: list[Result]) -> str:
+    rates = [r[0] for r in runs]
+    return f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+
+
+def report(
+    all_results: dict[int, dict[str, list[Result]]], counts: dict[int, int], repeat: int, options: str
+) -> str:
     lines = [
         BEGIN,
         "## Mirror throughput",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}; "
-        "the embedded Tansu brokers run on the same machine and compete for the same cores.",
-        f"Topic of {PARTITIONS} partitions; keyed records with one header; every mirror commits every "
-        f"{COMMIT_MS} ms; median of --repeat runs; rate = records / time from the contender's first "
-        "partition "
-        "assignment until the source group has committed every record (each contender in its own processes). "
-        "CPU is the share of all the machine's cores busy during the run (brokers included). "
-        "Mirror ceiling: reading alone and writing alone each cost measured core-time per record "
-        "(CPU x cores / rate, brokers included); a mirror must do both on the same cores, so no mirror can "
-        "exceed cores / (read cost + write cost) here.",
+        machine_note(),
+        f"Topic of {PARTITIONS} partitions; keyed records with one header; every reader commits every "
+        f"{COMMIT_MS} ms; {repeat} runs per contender, interleaved; rec/s is the median (min-max); rate = "
+        "records / time from the contender's first partition assignment until the source group has "
+        "committed every record (each contender in its own processes). CPU is the share of all the "
+        "machine's cores busy during the median run (brokers included). Mirror ceiling: reading alone and "
+        "writing alone each cost measured core-time per record (CPU x cores / rate, brokers included); a "
+        "mirror must do both on the same cores, so no mirror can exceed cores / (read cost + write cost) "
+        "here (it counts other work on the machine too, so on a busy machine it is only indicative). The "
+        "second ratio divides each run by the loop's run of the same round, the steadier comparison when "
+        "the machine's load changes between rounds.",
         "",
-        "| record size | records | contender | rec/s | MB/s | CPU | vs straightforward loop "
-        "| of the mirror ceiling |",
-        "|---|---|---|---|---|---|---|---|",
+        "| record size | records | contender | rec/s median (min-max) | MB/s | CPU | vs straightforward loop "
+        "(medians) | vs the loop in the same round: median (min-max) | of the mirror ceiling |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for size, res in all_results.items():
+    for size, runs in all_results.items():
+        res = {name: median(r) for name, r in runs.items()}
         base = res["straightforward loop"][0]
         ceiling = mirror_ceiling(res["consume-only"], res["produce-only"])
-        for name in ("consume-only", "produce-only", "straightforward loop", "kmirror"):
+        for name in runs:
             rate, _, busy = res[name]
             share = "" if name in ("consume-only", "produce-only") else f"{rate / ceiling:.0%}"
+            shown = f"kmirror `{name.removeprefix('kmirror ')}`" if name.startswith("kmirror --") else name
+            paired = [r[0] / b[0] for r, b in zip(runs[name], runs["straightforward loop"], strict=True)]
             lines.append(
-                f"| {size} B | {counts[size]:,} | {name} | {rate:,.0f} | {rate * size / 1e6:.1f} | "
-                f"{busy:.0%} | {rate / base:.2f}x | {share} |"
+                f"| {size} B | {counts[size]:,} | {shown} | {spread(runs[name])} | {rate * size / 1e6:.1f} | "
+                f"{busy:.0%} | {rate / base:.2f}x | {statistics.median(paired):.2f}x "
+                f"({min(paired):.2f}-{max(paired):.2f}) | {share} |"
             )
-        lines.append(f"| {size} B | | mirror ceiling | {ceiling:,.0f} | {ceiling * size / 1e6:.1f} | | | |")
+        lines.append(f"| {size} B | | mirror ceiling | {ceiling:,.0f} | {ceiling * size / 1e6:.1f} | | | | |")
     lines += [
         "",
-        "Reproduce: `make bench` (or `.venv/bin/python bench/throughput.py --write docs/benchmarks.md`).",
+        f"Reproduce: `make bench` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/throughput.py "
+        f"{options} --repeat {repeat} --write docs/benchmarks.md`).",
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -388,6 +388,10 @@ def main() -> int:
     ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--records-1k", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is reported")
+    ap.add_argument("--sizes", type=int, nargs="+", choices=[100, 1000], default=[100, 1000])
+    ap.add_argument(
+        "--num-producers", type=int, nargs="*", default=[], help="also kmirror with each --num.producers"
+    )
     ap.add_argument("--write", type=Path, help="replace the throughput section of this markdown file")
     ap.add_argument("--contender", choices=["consume", "loop"], help=argparse.SUPPRESS)
     ap.add_argument("--source", help=argparse.SUPPRESS)
@@ -400,10 +404,17 @@ def main() -> int:
     if a.contender == "loop":
         contender_loop(a.source, a.target, a.group)
         return 0
-    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kmirror-bench-{os.getpid()}"
-    counts = {100: a.records_100, 1000: a.records_1k}
-    results = {size: run_size(size, n, workdir, a.repeat) for size, n in counts.items()}
-    section = report(results, counts)
+    counts = {s: n for s, n in {100: a.records_100, 1000: a.records_1k}.items() if s in a.sizes}
+    with tempfile.TemporaryDirectory(prefix="kmirror-bench-") as tmp:
+        results = {
+            size: run_size(size, n, Path(tmp), a.repeat, a.num_producers) for size, n in counts.items()
+        }
+    options = " ".join(
+        [f"--records-{'100' if s == 100 else '1k'} {n}" for s, n in counts.items()]
+        + ([f"--sizes {' '.join(map(str, counts))}"] if len(counts) < 2 else [])
+        + ([f"--num-producers {' '.join(map(str, a.num_producers))}"] if a.num_producers else [])
+    )
+    section = report(results, counts, a.repeat, options)
     print(section)
     if a.write:
         write_section(a.write, "throughput", section)
