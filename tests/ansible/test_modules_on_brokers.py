@@ -1,25 +1,42 @@
-"""The project's Ansible modules against real (embedded) brokers: kmirror_topic, kmirror_group_lag,
-kmirror_acl.
+"""The project's Ansible modules against Apache Kafka 4.3: kmirror_topic, kmirror_group_lag, kmirror_acl.
 
 Each module runs in-process the way Ansible runs it (arguments in, one JSON result out), with check mode and
-diff mode flags as Ansible passes them. The test brokers cannot store ACLs (create_acls aborts the client),
-so kmirror_acl is run in check mode only: it reads the principal's bindings and reports its plan.
+diff mode flags as Ansible passes them. The clusters (started once for this file): a one-node source and a
+three-node target (default replication factor 3), both with the standard authorizer, ``User:admin`` as
+super user over SASL_PLAINTEXT/SCRAM-SHA-512 and a mirror user without ACLs of its own; the tests' own
+clients and the topic and lag modules use the PLAINTEXT listener (``User:ANONYMOUS``, a super user so that
+the brokers' own traffic is allowed). kmirror_acl grants and revokes for real, in check mode first.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import pytest
 from ansible_harness import ROLES, load_module
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from test_acls import acl_module, run_module
 
-# On the Tansu test broker until kmirror_acl runs against Kafka's authorizer (docs/testing.md).
-from kmirror.testing.tansu import clusters
+from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, running
 
 topic_module = load_module(ROLES / "kmirror_topics/library/kmirror_topic.py", "kmirror_topic_module")
 lag_module = load_module(ROLES / "kmirror_lag/library/kmirror_group_lag.py", "kmirror_group_lag_module")
 
+ADMIN, ADMIN_PASS = "admin", "admin-secret"
+MIRROR, MIRROR_PASS = "mirror", "mirror-secret"
 SOURCE_TOPICS = {
     "orders.created": (3, {"retention.ms": "86400000"}),
     "orders.cancelled": (2, {}),
@@ -28,19 +45,55 @@ SOURCE_TOPICS = {
 
 
 @pytest.fixture(scope="module")
-def brokers():
-    with clusters("source", "target") as started:
-        source = started["source"].bootstrap
-        admin = AdminClient({"bootstrap.servers": source})
-        new = [NewTopic(t, n, config=c) for t, (n, c) in SOURCE_TOPICS.items()]
-        for fut in admin.create_topics(new, request_timeout=15).values():
-            fut.result()
-        # one record per batch: the test broker's high watermark is only exact that way
-        p = Producer({"bootstrap.servers": source, "linger.ms": 0, "batch.num.messages": 1, "acks": "all"})
-        for i in range(5):
-            p.produce("orders.created", key=str(i).encode(), value=b"v", partition=0)
-            p.flush(10)
-        yield {"source": source, "target": started["target"].bootstrap}
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, KafkaCluster]]:
+    security = Security(
+        sasl_plaintext=True,
+        scram=(ScramUser(ADMIN, ADMIN_PASS), ScramUser(MIRROR, MIRROR_PASS)),
+        super_users=(f"User:{ADMIN}",),
+    )
+    cs = {
+        "source": KafkaCluster("source", security=security),
+        "target": KafkaCluster("target", size=3, security=security),
+    }
+    with running(cs, tmp_path_factory.mktemp("brokers")):
+        yield cs
+
+
+@pytest.fixture(scope="module")
+def brokers(clusters: dict[str, KafkaCluster]) -> dict[str, str]:
+    source = clusters["source"].bootstrap
+    admin = AdminClient({"bootstrap.servers": source})
+    new = [NewTopic(t, n, config=c) for t, (n, c) in SOURCE_TOPICS.items()]
+    for fut in admin.create_topics(new, request_timeout=15).values():
+        fut.result()
+    p = Producer({"bootstrap.servers": source, "acks": "all"})
+    for i in range(5):
+        p.produce("orders.created", key=str(i).encode(), value=b"v", partition=0)
+    assert p.flush(30) == 0
+    coordinator_ready(admin, "kmirror-test")
+    return {"source": source, "target": clusters["target"].bootstrap}
+
+
+NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError._TIMED_OUT,
+}
+
+
+def coordinator_ready(admin: AdminClient, group: str, bound: float = 60.0) -> None:
+    """Until the group's coordinator answers. A new cluster's first group request creates
+    __consumer_offsets: Kafka 4.3 answers NOT_COORDINATOR, then the request times out (about 10 s
+    measured), before it describes the group. kmirror_group_lag asks once (see docs/testing.md)."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            return
+        except KafkaException as exc:
+            assert exc.args[0].code() in NOT_READY and time.monotonic() < deadline, exc
+        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -52,9 +105,39 @@ def files(brokers, tmp_path):
     return {"consumer_config": str(consumer), "producer_config": str(producer)}
 
 
-def target_topics(brokers) -> dict[str, int]:
-    md = AdminClient({"bootstrap.servers": brokers["target"]}).list_topics(timeout=10)
-    return {t: len(m.partitions) for t, m in md.topics.items() if m.error is None}
+def admin_conf(c: KafkaCluster, user: str = ADMIN, password: str = ADMIN_PASS) -> dict[str, str]:
+    return {
+        "bootstrap.servers": c.listener("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def target_topics(brokers, *made: str) -> dict[str, int]:
+    """The target's topics and their partition counts. ``made``: topics just created or grown, waited for
+    until every node's metadata has them with a leader for each partition (a three-node cluster's brokers
+    learn of a new topic a moment after the controller made it), at most 30 s."""
+    admin = AdminClient({"bootstrap.servers": brokers["target"]})
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(timeout=10)
+        listed = {t: m for t, m in md.topics.items() if m.error is None}
+        if all(
+            t in listed and listed[t].partitions and all(p.leader >= 0 for p in listed[t].partitions.values())
+            for t in made
+        ):
+            return {t: len(m.partitions) for t, m in listed.items()}
+        assert time.monotonic() < deadline, f"target metadata lacks {made} after 30 s: {sorted(listed)}"
+        time.sleep(0.2)
+
+
+def replicas(brokers, topic: str) -> list[int]:
+    """Replicas of each partition of a topic on the target, once it is listed."""
+    target_topics(brokers, topic)
+    md = AdminClient({"bootstrap.servers": brokers["target"]}).list_topics(topic, timeout=10)
+    return [len(p.replicas) for _, p in sorted(md.topics[topic].partitions.items())]
 
 
 def test_kmirror_topic_check_mode_then_create_then_idempotent(brokers, files, capsys, monkeypatch):
@@ -62,14 +145,20 @@ def test_kmirror_topic_check_mode_then_create_then_idempotent(brokers, files, ca
     plan = run_module(topic_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
     assert plan["changed"] is True
     assert sorted(c["name"] for c in plan["created"]) == ["orders.cancelled", "orders.created"]
+    # What is set on the source topic, nothing it inherits from the source brokers.
+    assert {c["name"]: c["configs"] for c in plan["created"]} == {
+        "orders.cancelled": {},
+        "orders.created": {"retention.ms": "86400000"},
+    }
     assert "orders.created partitions=3 retention.ms=86400000" in plan["diff"]["after"]
     assert "orders.created" not in target_topics(brokers)  # check mode changed nothing
 
     done = run_module(topic_module, args, capsys, monkeypatch)
     assert done["changed"] is True and done["created"] == plan["created"]
-    on_target = target_topics(brokers)
+    on_target = target_topics(brokers, "orders.created", "orders.cancelled")
     assert on_target["orders.created"] == 3 and on_target["orders.cancelled"] == 2
     assert "other" not in on_target  # not selected by the whitelist
+    assert overrides(brokers["target"], "orders.created") == {"retention.ms": "86400000"}
 
     again = run_module(topic_module, args, capsys, monkeypatch)
     assert again["changed"] is False and again["created"] == []
@@ -83,51 +172,110 @@ def create(bootstrap: str, name: str, partitions: int, config: dict[str, str], r
         fut.result()
 
 
-def configs(bootstrap: str, topic: str) -> dict[str, str]:
+def overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """The configs set on the topic (what kafka-configs.sh --describe lists for it)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-    return {k: v.value for f in described.values() for k, v in f.result().items()}
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([res])[res].result(10)
+    return {
+        k: str(e.value) for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
 
 
 def test_kmirror_topic_uses_the_replication_factor_it_is_given(brokers, files, capsys, monkeypatch):
     # The role passes the source's replication_factor from the inventory (test_role_expressions.py).
     create(brokers["source"], "replicated", 2, {})
     done = run_module(
-        topic_module, {**files, "topics": ["replicated"], "replication_factor": 3}, capsys, monkeypatch
+        topic_module, {**files, "topics": ["replicated"], "replication_factor": 2}, capsys, monkeypatch
     )
     assert done["changed"] is True and [c["name"] for c in done["created"]] == ["replicated"]
-    md = AdminClient({"bootstrap.servers": brokers["target"]}).list_topics("replicated", timeout=10)
-    # The test broker is one node but records the replica list it was asked for: three replicas each.
-    assert [len(p.replicas) for p in md.topics["replicated"].partitions.values()] == [3, 3]
+    assert replicas(brokers, "replicated") == [2, 2]  # not the three nodes' default of three
+    default = run_module(topic_module, {**files, "topics": ["orders.cancelled"]}, capsys, monkeypatch)
+    assert not default.get("failed"), default
+    assert replicas(brokers, "orders.cancelled") == [3, 3]  # -1: the target's default
 
 
 def test_kmirror_topic_brings_existing_topics_in_step(brokers, files, capsys, monkeypatch):
     create(brokers["source"], "existing", 2, {"retention.ms": "1000", "min.insync.replicas": "1"})
-    # Made on the target earlier, with one partition, another retention and the target's own durability.
-    create(brokers["target"], "existing", 1, {"retention.ms": "5000", "min.insync.replicas": "2"})
+    # Made on the target earlier: one partition, another retention, a segment.ms the source topic does not
+    # set, and the target's own durability.
+    create(
+        brokers["target"],
+        "existing",
+        1,
+        {"retention.ms": "5000", "segment.ms": "60000", "min.insync.replicas": "2"},
+    )
     args = {**files, "topics": ["existing"], "_ansible_diff": True}
 
     plan = run_module(topic_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
     assert plan["changed"] is True and plan["created"] == []
-    assert plan["altered"] == {"existing": {"set": {"retention.ms": "1000"}, "delete": []}}
+    assert plan["altered"] == {"existing": {"set": {"retention.ms": "1000"}, "delete": ["segment.ms"]}}
     assert plan["partitions_added"] == {"existing": 2}
-    assert "existing partitions=1 retention.ms=5000" in plan["diff"]["before"]
+    assert "existing partitions=1 retention.ms=5000,segment.ms=60000" in plan["diff"]["before"]
     assert "existing partitions=2 retention.ms=1000" in plan["diff"]["after"]
-    assert configs(brokers["target"], "existing")["retention.ms"] == "5000"  # check mode changed nothing
+    assert overrides(brokers["target"], "existing")["retention.ms"] == "5000"  # check mode changed nothing
 
     done = run_module(topic_module, args, capsys, monkeypatch)
     assert done["changed"] is True
-    on_target = configs(brokers["target"], "existing")
-    assert on_target["retention.ms"] == "1000"
-    assert on_target["min.insync.replicas"] == "2"  # not a replicable config: the target's own is kept
-    # The test broker cannot add partitions: reported with its reason, as a warning, not a failure.
-    assert done["partitions_added"] == {}
-    assert done["mismatched"]["existing"]["source"] == 2 and done["mismatched"]["existing"]["target"] == 1
-    assert "CreatePartitions" in done["mismatched"]["existing"]["reason"]
+    assert done["partitions_added"] == {"existing": 2} and done["mismatched"] == {}
+    assert target_topics(brokers, "existing")["existing"] == 2
+    # retention.ms as on the source, segment.ms back to the target's default, and the target's own
+    # durability setting kept (not a replicable config).
+    assert overrides(brokers["target"], "existing") == {"retention.ms": "1000", "min.insync.replicas": "2"}
 
     again = run_module(topic_module, args, capsys, monkeypatch)
     assert again["changed"] is False and again["altered"] == {}
-    assert again["diff"]["before"] == "existing partitions=1\n"
+    assert again["diff"]["before"] == "existing partitions=2\n"
+
+
+def test_kmirror_topic_reports_partitions_the_target_refuses(
+    clusters, brokers, files, tmp_path, capsys, monkeypatch
+):
+    # The module connects as the mirror does: the mirror user with the role's target bindings, and an
+    # operator's DENY of ALTER on this topic.
+    target = clusters["target"]
+    granted = run_module(
+        acl_module,
+        {
+            "side": "target",
+            "principal": f"User:{MIRROR}",
+            "whitelist": "narrow",
+            "admin_config": admin_conf(target),
+        },
+        capsys,
+        monkeypatch,
+    )
+    assert granted["changed"] is True, granted
+    deny = AclBinding(
+        ResourceType.TOPIC,
+        "narrow",
+        ResourcePatternType.LITERAL,
+        f"User:{MIRROR}",
+        "*",
+        AclOperation.ALTER,
+        AclPermissionType.DENY,
+    )
+    admin = AdminClient(admin_conf(target))  # kept until the answer came
+    for f in admin.create_acls([deny]).values():
+        f.result(10)
+    create(brokers["source"], "narrow", 3, {})
+    create(brokers["target"], "narrow", 1, {})
+    target_topics(brokers, "narrow")
+    producer = tmp_path / "mirror-producer.properties"
+    producer.write_text(
+        f"bootstrap.servers={target.listener('SASL_PLAINTEXT')}\nsecurity.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism=SCRAM-SHA-512\nsasl.username={MIRROR}\nsasl.password={MIRROR_PASS}\n"
+    )
+    out = run_module(
+        topic_module, {**files, "producer_config": str(producer), "topics": ["narrow"]}, capsys, monkeypatch
+    )
+    # Reported with the broker's reason (and as a warning), not a failure.
+    assert not out.get("failed"), out
+    assert out["partitions_added"] == {}
+    assert out["mismatched"] == {
+        "narrow": {"source": 3, "target": 1, "reason": "Broker: Topic authorization failed"}
+    }
+    assert target_topics(brokers)["narrow"] == 1
 
 
 def test_kmirror_topic_reports_a_broker_it_cannot_reach(files, tmp_path, capsys, monkeypatch):
@@ -150,23 +298,80 @@ def test_kmirror_group_lag_of_a_group_that_never_committed(brokers, files, capsy
     assert out["total_lag"] == 5  # the five records, none committed
 
 
-def test_kmirror_acl_check_mode_reads_and_plans(brokers, capsys, monkeypatch):
+def acls_of(c: KafkaCluster, principal: str) -> set[str]:
+    """The principal's bindings as Kafka lists them (kafka-acls.sh --list --principal)."""
+    admin = AdminClient(admin_conf(c))
+    flt = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        principal,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    found = admin.describe_acls(flt, request_timeout=10).result()
+    return {f"{a.operation.name} {a.restype.name} {a.resource_pattern_type.name} {a.name}" for a in found}
+
+
+def test_kmirror_acl_check_mode_then_grant_then_idempotent_then_revoke(clusters, capsys, monkeypatch):
+    source = clusters["source"]
+    args = {
+        "side": "source",
+        "principal": "User:mirror-east",
+        "whitelist": "orders.*,payments",
+        "group": "kmirror-east",
+        "admin_config": admin_conf(source),
+        "_ansible_diff": True,
+    }
+    plan = run_module(acl_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert plan["changed"] is True
+    # READ, DESCRIBE, DESCRIBE_CONFIGS x 2 patterns + READ on the group
+    assert len(plan["to_create"]) == 2 * 3 + 1 and plan["to_create"] == plan["bindings"]
+    assert "ALLOW User:mirror-east from *: READ on GROUP LITERAL 'kmirror-east'" in plan["diff"]["after"]
+    assert plan["diff"]["before"] == ""
+    assert acls_of(source, "User:mirror-east") == set()  # check mode changed nothing
+
+    done = run_module(acl_module, args, capsys, monkeypatch)
+    assert done["changed"] is True and done["to_create"] == plan["to_create"]
+    want = {
+        "READ GROUP LITERAL kmirror-east",
+        *(
+            f"{op} TOPIC {kind} {name}"
+            for op in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
+            for kind, name in (("PREFIXED", "orders"), ("LITERAL", "payments"))
+        ),
+    }
+    assert acls_of(source, "User:mirror-east") == want
+
+    again = run_module(acl_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert again["changed"] is False and again["to_create"] == []
+    assert again["diff"]["before"] == again["diff"]["after"]
+
+    gone = run_module(acl_module, {**args, "state": "absent"}, capsys, monkeypatch)
+    assert gone["changed"] is True and len(gone["to_delete"]) == len(want)
+    assert acls_of(source, "User:mirror-east") == set()
+
+
+def test_kmirror_acl_with_an_admin_that_may_not_read_acls(clusters, capsys, monkeypatch):
+    # The mirror user is no administrator: the authorizer refuses DescribeAcls (it needs DESCRIBE on the
+    # cluster), the task fails with the broker's reason and nothing is changed.
+    target = clusters["target"]
     out = run_module(
         acl_module,
         {
-            "side": "source",
-            "principal": "User:mirror-east",
-            "whitelist": "orders.*,payments",
-            "group": "kmirror-east",
-            "admin_config": {"bootstrap.servers": brokers["source"]},
-            "_ansible_check_mode": True,
-            "_ansible_diff": True,
+            "side": "target",
+            "principal": "User:mirror-west",
+            "whitelist": "orders.*",
+            "admin_config": admin_conf(target, MIRROR, MIRROR_PASS),
         },
         capsys,
         monkeypatch,
     )
-    assert out["changed"] is True
-    assert (
-        len(out["to_create"]) == 2 * 3 + 1
-    )  # READ, DESCRIBE, DESCRIBE_CONFIGS x 2 patterns + READ on the group
-    assert "ALLOW User:mirror-east from *: READ on GROUP LITERAL 'kmirror-east'" in out["diff"]["after"]
+    assert out["failed"] is True
+    assert out["msg"] == (
+        "ACL request failed: Broker: Cluster authorization failed: the principal of admin_config may not "
+        "change ACLs; give admin_config the credentials of a super user or of a principal with ALTER "
+        "(and DESCRIBE) on the cluster"
+    )
+    assert acls_of(target, "User:mirror-west") == set()

@@ -97,7 +97,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kmirror_acl_bindings import AclPatternError, Binding, bindings
 
 try:
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (
         AclBinding,
         AclBindingFilter,
@@ -148,6 +148,22 @@ def existing(admin: AdminClient, principal: str, timeout: float) -> set[Binding]
         AclPermissionType.ANY,
     )
     return {from_kafka(a) for a in admin.describe_acls(flt, request_timeout=timeout).result()}
+
+
+def request_failed(exc: KafkaException) -> str:
+    """One line for a refused ACL request. A broker refusing CreateAcls/DeleteAcls to a principal without
+    ALTER on the cluster sends a dump of the forwarded Java request as its message (Kafka 4.3): the error's
+    own description is used then, with the fix."""
+    err = exc.args[0] if exc.args else None
+    if err is None or not hasattr(err, "code"):
+        return f"ACL request failed: {exc}"
+    if err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return (
+            f"ACL request failed: {KafkaError(err.code()).str()}: the principal of admin_config may not "
+            "change ACLs; give admin_config the credentials of a super user or of a principal with ALTER "
+            "(and DESCRIBE) on the cluster"
+        )
+    return f"ACL request failed: {err.str()}"
 
 
 def main() -> None:
@@ -240,7 +256,7 @@ def main() -> None:
                     fut.result()
             result["to_delete"] = [b.as_dict() for b in todo]
     except KafkaException as exc:
-        module.fail_json(msg=f"ACL request failed: {exc.args[0].str() if exc.args else exc}", **result)
+        module.fail_json(msg=request_failed(exc), **result)
     result["changed"] = bool(todo)
     result["diff"] = {
         "before": "".join(b.render() + "\n" for b in sorted(have)),

@@ -1,8 +1,7 @@
 """Fixtures of the integration tests: real clusters and the `kmirror run` processes a test started.
 
-``kafka`` is a pair of Apache Kafka clusters (``source``, ``target``; KRaft, from Kafka's pinned jars). The
-test modules not yet moved to Apache Kafka override ``kafka`` with ``tansu`` (the Tansu test broker); each
-says why in one line and docs/testing.md lists them.
+``kafka`` is a pair of Apache Kafka clusters (``source``, ``target``; KRaft, from Kafka's pinned jars). Tests
+that need clusters configured their own way start them with ``kmirror.testing.kafka.running``.
 
 The helpers the tests import are in mirror_harness.py (a uniquely named module: one pytest run collects every
 test tree, and each tree's conftest.py is only ever loaded by pytest itself).
@@ -18,19 +17,12 @@ from pathlib import Path
 import pytest
 from mirror_harness import Worker
 
-from kmirror.testing import tansu as tansu_broker
 from kmirror.testing.kafka import KafkaCluster, kafka_clusters
 
 
 @pytest.fixture
 def kafka(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
     with kafka_clusters("source", "target", log_dir=tmp_path / "brokers") as c:
-        yield c
-
-
-@pytest.fixture
-def tansu(tmp_path: Path) -> Iterator[dict[str, tansu_broker.Cluster]]:
-    with tansu_broker.clusters("source", "target", log_dir=tmp_path / "brokers") as c:
         yield c
 
 
