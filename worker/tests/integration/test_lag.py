@@ -10,12 +10,12 @@ import time
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka_tools import LATEST, describe_group, offsets
 from mirror_harness import create_topic, make_records, produce, write
 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health
 from kmirror.health.rules import Status
-from kmirror.testing import jars
 
 LAG = [sys.executable, "-m", "kmirror.health.lagcheck"]
 
@@ -285,30 +285,6 @@ def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
     assert Status.STOP.name in out.stdout
 
 
-CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
-
-
-def kafka_tool_describe(cluster, group: str) -> dict[tuple[str, int], tuple[int, int, int]]:
-    """Apache Kafka's own kafka-consumer-groups.sh --describe (the class behind it, from the pinned jars):
-    {(topic, partition): (current offset, log end offset, lag)}; an offset the group never committed is
-    -1 there as in kmirror's JSON."""
-    out = subprocess.run(
-        [
-            jars.java(), "-cp", jars.classpath(), CONSUMER_GROUP_COMMAND,
-            "--bootstrap-server", cluster.bootstrap, "--describe", "--group", group,
-        ],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
-    rows = {}
-    for line in out.stdout.splitlines():
-        cols = line.split()
-        if len(cols) >= 6 and cols[0] == group and cols[2].isdigit():
-            num = [-1 if c == "-" else int(c) for c in cols[3:6]]
-            rows[(cols[1], int(cols[2]))] = (num[0], num[1], num[2])
-    return rows
-
-
 def test_lag_agrees_with_kafkas_own_consumer_group_tool(kafka):
     """True watermarks: records written in batches (so the end offset is not the last batch's base offset
     + 1), a group committed part way: kmirror lag and Kafka's tool report the same offsets, ends and lag."""
@@ -329,4 +305,5 @@ def test_lag_agrees_with_kafkas_own_consumer_group_tool(kafka):
         ("batched", 1): (999, 1000, 1),
         ("batched", 2): (1000, 1000, 0),
     }
-    assert kafka_tool_describe(src, "app") == ours
+    assert describe_group(src, "app") == ours
+    assert offsets(src, "batched", LATEST) == {p: ours[("batched", p)][1] for p in range(3)}
