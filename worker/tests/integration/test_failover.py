@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka_tools import LATEST, describe_group, offsets, read_values
 from mirror_harness import (
     KMIRROR,
     TEST_CONSUMER_EXTRA,
@@ -450,8 +451,14 @@ def test_failover_after_kmirror_crash_two_workers_several_groups_and_topics(tmp_
         # Commit less often than the test's default, so that kill -9 leaves records written, not committed.
         args[args.index("--offset.commit.interval.ms") + 1] = "1500"
 
+        # Each process its own consumer file (same name, so the same source name): static members, the
+        # default, of two processes reading one file would share ids and fence each other.
+        (tmp_path / "w1").mkdir()
+        w1_args = list(args)
+        w1_args[args.index("--consumer.config") + 1] = str(consumer_file(tmp_path / "w1", src))
+
         def start_two() -> list[Worker]:
-            pair = [Worker(tmp_path, args, name=f"w{i}") for i in range(2)]
+            pair = [Worker(tmp_path, a, name=f"w{i}") for i, a in enumerate((args, w1_args))]
             workers.extend(pair)
             return pair
 
@@ -528,3 +535,152 @@ def test_failover_errors_are_one_line(tmp_path):
         os.remove(consumer)
         r = failover(tmp_path, "app")
         assert r.returncode == 2 and "consumer.properties" in r.stderr, r
+
+
+def table_rows(text: str) -> dict[tuple[str, int], dict[str, str]]:
+    """The rows of `kmirror failover`'s table (the header line names the columns)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["Topic", "Pid"])
+    names = lines[at].split()
+    rows = {}
+    for line in lines[at + 1 :]:
+        cols = line.split()
+        if len(cols) != len(names) or not cols[1].isdigit():
+            break
+        rows[(cols[0], int(cols[1]))] = dict(zip(names, cols, strict=True))
+    return rows
+
+
+def test_failover_tables_agree_with_kafkas_own_tools(tmp_path, workers):
+    """True watermarks: the group's source offsets, the target's end offsets and the group's position and
+    lag on the target, before and after --apply, are what kafka-consumer-groups.sh --describe and
+    kafka-get-offsets.sh report for the same group and partitions. Records are written in batches (an end
+    offset is not the last batch's base offset + 1) and the target held unrelated records first."""
+    with clusters("source", "target", log_dir=tmp_path / "brokers") as k:
+        src, tgt = k["source"], k["target"]
+        create_topic(src, "ledger", 3)
+        create_topic(tgt, "ledger", 3)
+        prefill_unrelated(tgt, "ledger", 3)
+        batched = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 20, "batch.num.messages": 100})
+        sent = 0
+
+        def produce_batched(n: int) -> None:
+            nonlocal sent
+            for i in range(sent, sent + n):
+                for p in range(3):
+                    batched.produce("ledger", b"ledger:%d:%d" % (p, i), b"k%d" % (i % 5), p)
+            assert batched.flush(30) == 0
+            sent += n
+
+        def synced_at(offset: int) -> bool:
+            """Every partition has a sync point at exactly this source offset."""
+            store = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").store
+            return all(
+                (tr := store.translate("ledger", p, offset)) is not None and tr.sync_source == offset
+                for p in range(3)
+            )
+
+        produce_batched(600)
+        w = Worker(
+            tmp_path,
+            run_args(
+                consumer_file(tmp_path, src),
+                producer_file(tmp_path, tgt),
+                "--whitelist",
+                "ledger",
+                "--num.streams",
+                "1",  # one owner from start to end: no rebalance moves a partition between commit points
+                "--groups",
+                "app-.*",
+                "--sync.group.offsets.interval.ms",
+                SYNC_MS,
+            ),
+        )
+        workers.append(w)
+        # A sync point at 600 (the end when the mirror was assigned), then the group commits there, then
+        # two more steps of 200 records each mirrored and synced: sync points at 800 and at 1000.
+        wait_until(lambda: synced_at(600), 90, "sync points at 600")
+        commit_group(src, "app-t", {("ledger", p): 600 for p in range(3)})
+        for step in (800, 1000):
+            produce_batched(200)
+            wait_until(lambda s=step: synced_at(s), 90, f"sync points at {step}")
+        wait_until(lambda: checkpoints(tgt, "mirror", "app-t") == {("ledger", p): 600 for p in range(3)}, 30)
+        wait_until(
+            lambda: all(o >= 0 for o in committed(tgt, "app-t", "ledger", 3).values()), 30, "group sync"
+        )
+        assert w.stop() == 0
+        # The application goes on on the source after the mirror stopped: p0 to the end, p1 part way.
+        commit_group(src, "app-t", {("ledger", 0): 1000, ("ledger", 1): 800, ("ledger", 2): 600})
+
+        dry = failover(tmp_path, "app-t", "--json")
+        assert dry.returncode == 0, dry.stderr
+        plan = json.loads(dry.stdout)
+        assert plan["source"] == "reachable" and not plan["untranslated"]
+        rows = {(r["topic"], r["partition"]): r for r in plan["partitions"]}
+        assert set(rows) == {("ledger", p) for p in range(3)}
+        assert [rows[("ledger", p)]["action"] for p in range(2)] == ["commit", "commit"]
+
+        # The source side: the group's committed offsets, as Kafka's tool describes the group there.
+        on_source = describe_group(src, "app-t")
+        assert {k: r["source_offset"] for k, r in rows.items()} == {k: v[0] for k, v in on_source.items()}
+        assert (
+            {k[1]: v[1] for k, v in on_source.items()}
+            == offsets(src, "ledger", LATEST)
+            == {0: 1000, 1: 1000, 2: 1000}
+        )
+        # The target before --apply: where the group sync left the group, and the partitions' ends.
+        before = describe_group(tgt, "app-t")
+        target_ends = offsets(tgt, "ledger", LATEST)
+        assert {k: (r["on_target"], r["log_end"]) for k, r in rows.items()} == {
+            k: (v[0], v[1]) for k, v in before.items()
+        }
+        assert {k[1]: r["log_end"] for k, r in rows.items()} == target_ends
+        # The table shows the same numbers.
+        shown = failover(tmp_path, "app-t")
+        assert shown.returncode == 0, shown.stderr
+        table = table_rows(shown.stdout)
+        assert {
+            k: (
+                int(t["SourceOffset"]),
+                int(t["Translated"]),
+                int(t["OnTarget"]),
+                int(t["LogEnd"]),
+                int(t["Lag"]),
+            )
+            for k, t in table.items()
+        } == {
+            k: (r["source_offset"], r["translated"], r["on_target"], r["log_end"], r["lag"])
+            for k, r in rows.items()
+        }
+
+        applied = failover(tmp_path, "app-t", "--json", "--apply")
+        assert applied.returncode == 0, applied.stderr
+        after_rows = {(r["topic"], r["partition"]): r for r in json.loads(applied.stdout)["partitions"]}
+        assert after_rows == {k: {**r, "age_s": after_rows[k]["age_s"]} for k, r in rows.items()}
+        # The target after --apply: the group's offsets, the ends and the lag the plan showed.
+        after = describe_group(tgt, "app-t")
+        expected = {
+            k: (r["translated"] if r["action"] == "commit" else r["on_target"], r["log_end"], r["lag"])
+            for k, r in rows.items()
+        }
+        assert after == expected
+        assert offsets(tgt, "ledger", LATEST) == target_ends
+        # p0 is at the end; p1 and p2 have the records mirrored after their offsets still to read, and
+        # the group's first record there (Kafka's console consumer at the committed offset) is the copy of
+        # the record at its source offset, the one before it the copy of the one before.
+        assert [after[("ledger", p)][2] for p in range(3)] == [0, 200, 400]
+        for p, source_offset in ((1, 800), (2, 600)):
+            at = after[("ledger", p)][0]
+            assert read_values(tgt, "ledger", p, at - 1, 2) == [
+                f"ledger:{p}:{source_offset - 1}",
+                f"ledger:{p}:{source_offset}",
+            ]
+
+
+def commit_group(cluster: Cluster, group: str, offsets_: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group without joining it (a standalone consumer, as tools do)."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets_.items()], asynchronous=False)
+    finally:
+        c.close()
