@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka_tools import EARLIEST, LATEST, committed_data_offsets, log_records, offsets
 from mirror_harness import (
     Rec,
     Worker,
@@ -30,12 +32,11 @@ from mirror_harness import (
 
 from kmirror.audit import job
 from kmirror.audit import spark as audit_spark
-from kmirror.audit.scope import tasks
+from kmirror.audit.scope import SOURCE, TARGET, tasks
 
 BASE_TS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 MINUTE = 60_000
 AUDIT = [sys.executable, "-m", "kmirror.audit"]
-
 
 
 @pytest.fixture(scope="module")
@@ -306,3 +307,60 @@ def test_spark_submit_runs_the_job(kafka, tmp_path):
     )
     rep = json.loads((tmp_path / "submitted" / "report.json").read_text())
     assert rep["spark"]["master"] == "local[2]" and rep["exit_code"] == 0
+
+
+def test_audit_ranges_and_counts_agree_with_kafkas_own_tools(kafka, spark):
+    """The offsets the audit reads on each cluster are the partitions' earliest to latest offsets as
+    kafka-get-offsets.sh reports them, and the records it counts are the ones kafka-dump-log.sh shows a
+    read_committed reader gets: a transactional source (transaction markers and an aborted transaction
+    take offsets but are no records) and partitions whose log start was moved by deleting records."""
+    src, tgt = kafka["source"], kafka["target"]
+    for cluster in (src, tgt):
+        create_topic(cluster, "txn", 2)
+        create_topic(cluster, "trimmed", 2)
+    committed_1, aborted, committed_2 = (
+        spread("txn", 2, 30),
+        spread("txn", 2, 10, start=30),
+        spread("txn", 2, 20, start=40),
+    )
+    p = Producer({"bootstrap.servers": src.bootstrap, "transactional.id": "audit-txn", "linger.ms": 5})
+    p.init_transactions(30)
+    for records, commit in ((committed_1, True), (aborted, False), (committed_2, True)):
+        p.begin_transaction()
+        for r in records:
+            p.produce(r.topic, r.value, r.key, r.partition, timestamp=r.timestamp, headers=list(r.headers))
+        assert p.flush(30) == 0  # written to the log, even the transaction about to be aborted
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    produce(tgt, committed_1 + committed_2)  # the target holds the committed records, plainly
+    trimmed = spread("trimmed", 2, 40)
+    for cluster in (src, tgt):
+        produce(cluster, trimmed)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for f in admin.delete_records([TopicPartition("trimmed", 1, 15)]).values():
+            assert f.result().low_watermark == 15  # the new log start offset
+
+    o = options(kafka, "txn|trimmed", bucket_ms=MINUTE)
+    planned = job.plan(o)
+    rep = job.run(spark, o, planned)
+    spans = {(s.side, s.topic, s.partition): (s.start, s.end) for s in planned.spans}
+    for side, name, cluster in ((SOURCE, "source", src), (TARGET, "target", tgt)):
+        tool_ranges: dict[tuple[int, str, int], tuple[int, int]] = {}
+        for topic in ("txn", "trimmed"):
+            first, last = offsets(cluster, topic, EARLIEST), offsets(cluster, topic, LATEST)
+            tool_ranges.update({(side, topic, p): (first[p], last[p]) for p in first})
+            counted = sum(
+                len(committed_data_offsets(log_records(cluster, topic, p), first[p], last[p])) for p in first
+            )
+            row = next(t for t in rep["topics"] if t["topic"] == topic)
+            assert row[f"{name}_records"] == counted, (name, topic, row, counted)
+        assert {k: v for k, v in spans.items() if k[0] == side} == tool_ranges
+        assert rep["clusters"][name]["partitions"] == len(tool_ranges)
+        assert rep["clusters"][name]["offsets_planned"] == sum(e - s for s, e in tool_ranges.values())
+    # What the tools showed, spelled out: on the source each partition of txn holds 3 markers and 10
+    # aborted records besides its 50 records; trimmed/1 starts at 15 on both clusters.
+    assert spans[(SOURCE, "txn", 0)] == (0, 63) and spans[(TARGET, "txn", 0)] == (0, 50)
+    assert spans[(SOURCE, "trimmed", 1)] == spans[(TARGET, "trimmed", 1)] == (15, 40)
+    t = rep["totals"]
+    assert (t["source_records"], t["target_records"]) == (2 * 50 + 40 + 25,) * 2
+    assert (t["missing"], t["duplicated"], t["unexpected"], t["in_flight"]) == (0, 0, 0, 0)
+    assert rep["verdict"] == "complete"
