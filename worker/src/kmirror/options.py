@@ -187,14 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_bool,
         nargs="?",
         const=True,
-        default=None,
+        default=True,
         metavar="true|false",
-        help="KIP-345 static membership: each stream joins the group with a group.instance.id that stays "
-        "the same across restarts (BASE-STREAM; BASE: the consumer file's group.instance.id, else "
-        "kmirror-HOST-SOURCE), so a restart within session.timeout.ms moves no partitions, but a stopped "
-        "instance keeps its partitions for session.timeout.ms. Default: on only for a consumer file that "
-        "sets group.instance.id; otherwise streams leave the group one at a time on stop and their "
-        "partitions move at once (docs/deployment.md, Restarts)",
+        help="KIP-345 static membership (default: true): each stream joins the group with a "
+        "group.instance.id that stays the same across restarts of this process (BASE-STREAM; BASE: the "
+        "consumer file's group.instance.id, else kmirror-HOST-SOURCE-H, H: a hash of the consumer file's "
+        "absolute path, so two processes on one host with their own files never collide), so a restart "
+        "within session.timeout.ms moves no partitions; an instance stopped for good keeps its partitions "
+        "until session.timeout.ms has passed. false: dynamic members, which leave the group one at a time on "
+        "stop and whose partitions move at once (docs/deployment.md, Restarts)",
     )
     run.add_argument(
         "--groups",

@@ -222,9 +222,11 @@ def test_two_workers_one_group_one_killed_the_other_takes_over(kafka, tmp_path, 
     src, tgt = kafka["source"], kafka["target"]
     create_topic(src, "shared", 4)
     cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    (tmp_path / "b").mkdir()  # b's own consumer file: static members (the default) of one file share ids
+    b_files = (consumer_file(tmp_path / "b", src), cfiles[1])
     with LiveTraffic(src, "shared", 4) as traffic:
         a = Worker(tmp_path, run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "a")
-        b = Worker(tmp_path, run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "b")
+        b = Worker(tmp_path, run_args(*b_files, "--whitelist", "shared", "--num.streams", "1"), "b")
         workers.extend([a, b])
         a.wait_for("assigned")
         b.wait_for("assigned")

@@ -5,13 +5,15 @@ RUNS times, measures the seconds from the (re)start or kill until records flow a
 partition, asserts that bound each time, and at the end reads the target back: nothing missing, order
 kept per partition. The measured seconds are printed (``-s``) and collected in docs/benchmarks.md.
 
-Workers use the defaults: dynamic members, cooperative-sticky, and streams that leave the group one
-at a time on SIGTERM (the test broker's group coordinator stalls when several members leave at once
-while it rebalances: docs/testing.md). Static membership (opt-in) is checked for the ids the group records.
+Each path runs with static members (KIP-345, the default: ids stable across restarts of one process, a
+stop sends no LeaveGroup) and with dynamic members (`--static.membership false`: streams that leave the
+group one at a time on SIGTERM). Two processes on one host read their own consumer files, so their static
+ids differ; two processes of one file fence each other, and the older one stops with one line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -40,6 +42,7 @@ from mirror_harness import (
     wait_until,
 )
 
+from kmirror.testing import jars
 from kmirror.testing.kafka import KafkaCluster as Cluster
 from kmirror.testing.kafka import free_port
 from kmirror.testing.kafka import kafka_clusters as clusters
@@ -114,8 +117,8 @@ MEMBERSHIP = pytest.mark.parametrize("membership", ["dynamic", "static"])
 
 
 def membership_args(membership: str) -> list[str]:
-    """Static (KIP-345): each stream joins with a group.instance.id stable across restarts."""
-    return ["--static.membership"] if membership == "static" else []
+    """Static (KIP-345, the default): each stream joins with a group.instance.id stable across restarts."""
+    return ["--static.membership", "false"] if membership == "dynamic" else []
 
 
 def report(name: str, seconds: list[float]) -> None:
@@ -167,26 +170,67 @@ def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, worke
 
 
 def test_static_membership_streams_join_with_stable_instance_ids(brokers, tmp_path, workers):
-    """--static.membership: each stream joins as BASE-N (the same ids on every start), mirrors everything,
-    and stops cleanly. The restart paths with static members are the `static` cases of the tests below."""
+    """The default: each stream joins as kmirror-HOST-SOURCE-H-N (H: the consumer file's path), the same
+    ids on every start, mirrors everything, and on SIGTERM all streams stop at once (static members send
+    no LeaveGroup, so there is no rebalance to wait for between them)."""
     src, tgt = brokers["source"], brokers["target"]
     topic, parts, group = "restart-static", 4, "g-static"
     create_topic(src, topic, parts)
-    args = run_args(
-        *files(tmp_path, src, tgt, group), "--whitelist", topic, "--num.streams", "2", "--static.membership"
-    )
+    consumer, producer = files(tmp_path, src, tgt, group)
+    args = run_args(consumer, producer, "--whitelist", topic, "--num.streams", "2")
     host = socket.gethostname().split(".")[0]
+    where = hashlib.sha256(str(consumer.absolute()).encode()).hexdigest()[:8]
+    logs = []
     with LiveTraffic(src, topic, parts) as traffic:
-        w = Worker(tmp_path, args)
-        workers.append(w)
-        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
+        for _ in range(2):
+            w = Worker(tmp_path, args)
+            workers.append(w)
+            seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "start")
+            for stream in (0, 1):  # one stream may have every partition: wait for both to join
+                w.wait_for(f"consumer#{stream}: member of group")
+            assert w.stop(signal.SIGTERM) == 0, w.log()
+            logs.append(w.log())
         sent = traffic.stop()
-        assert_mirrored(sent, read_all(tgt, [topic], len(sent), timeout=120))
+    w = Worker(tmp_path, args)
+    workers.append(w)
+    assert_mirrored(sent, read_all(tgt, [topic], len(sent), timeout=120))
     assert w.stop(signal.SIGTERM) == 0, w.log()
-    assert "stopped cleanly" in w.log()
-    for stream in (0, 1):  # source name: the consumer file's stem
-        joined = f"member of group {group} (static, group.instance.id kmirror-{host}-consumer-{stream})"
-        assert joined in w.log()
+    for log in logs:
+        assert "stopping the 2 streams (static members" in log
+        assert log.count("stopped cleanly") == 2
+        for stream in (0, 1):  # source name: the consumer file's stem
+            instance = f"kmirror-{host}-consumer-{where}-{stream}"
+            assert f"member of group {group} (static, group.instance.id {instance})" in log
+
+
+def test_two_processes_of_one_consumer_file_fence_each_other_and_the_older_stops_with_one_line(
+    brokers, tmp_path, workers
+):
+    """Static ids come from the host and the consumer file: a second process reading the same file on the
+    same host joins with the same ids. Kafka fences the older member; it stops with exit 2 (systemd's
+    RestartPreventExitStatus: a restart would fence the other in turn) and one line naming the id and the
+    fix. The newer one mirrors on."""
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts, group = "restart-fenced", 2, "g-fenced"
+    create_topic(src, topic, parts)
+    args = run_args(*files(tmp_path, src, tgt, group), "--whitelist", topic, "--num.streams", "1")
+    with LiveTraffic(src, topic, parts) as traffic:
+        older = Worker(tmp_path, args, "older")
+        workers.append(older)
+        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
+        newer = Worker(tmp_path, args, "newer")
+        workers.append(newer)
+        newer.wait_for("member of group")
+        assert older.proc.wait(60) == 2, older.log()
+        fenced = [line for line in older.log().splitlines() if "fenced: another consumer" in line]
+        assert len(fenced) == 1, older.log()
+        instance = newer.log().split("group.instance.id ", 1)[1].split(")", 1)[0]
+        assert f"group.instance.id {instance} (a second kmirror process" in fenced[0]
+        assert fenced[0].endswith("or run with --static.membership false")
+        assert "Traceback" not in older.log()
+        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "the newer one mirroring")
+        check_nothing_missing(tgt, topic, traffic)
+    assert newer.stop() == 0
 
 
 @MEMBERSHIP
@@ -309,6 +353,65 @@ def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(
     # Stop the survivor for good as well: the group has no member left and lag --watch says so.
     assert b.stop() == 0
     wait_until(lambda: watch_unowned(b_files[0], group) == parts, timeout=TAKEOVER_BOUND_S, what="unowned")
+
+
+REMOVE_TOOL = Path(__file__).resolve().parents[3] / "tools" / "RemoveStaticMembers.java"
+
+
+def test_an_instance_removed_for_good_is_taken_out_of_the_group_at_once_with_the_runbook_tool(
+    brokers, tmp_path, workers
+):
+    """docs/runbooks/remove-instance.md: right after a static instance stops for good, its ids are removed
+    from the group with tools/RemoveStaticMembers.java (Kafka's Admin API), and the survivor gets its
+    partitions then, not after session.timeout.ms. The sessions here are 300 s, so the survivor owning
+    everything within that time is the tool's doing, however long its JVM takes to start."""
+    src, tgt = brokers["source"], brokers["target"]
+    topic, parts, group, session_ms = "restart-removed-tool", 4, "g-removed-tool", 300_000
+    create_topic(src, topic, parts)
+    extra = ["--whitelist", topic, "--num.streams", "1"]
+    long_session = f"session.timeout.ms={session_ms}\n"
+    a_args = run_args(
+        consumer_file(tmp_path, src, group, long_session, "a.properties"),
+        producer_file(tmp_path, tgt),
+        *extra,
+    )
+    b_args = run_args(
+        consumer_file(tmp_path, src, group, long_session, "b.properties"),
+        producer_file(tmp_path, tgt),
+        *extra,
+    )
+    admin = tmp_path / "admin.properties"
+    admin.write_text(f"bootstrap.servers={src.bootstrap}\n")
+    with LiveTraffic(src, topic, parts) as traffic:
+        a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
+        workers.extend([a, b])
+        wait_until(lambda: both_own(a, b, topic, parts), timeout=60, what="a and b sharing")
+        instance = a.log().split("(static, group.instance.id ", 1)[1].split(")", 1)[0]
+        assert a.stop(signal.SIGTERM) == 0
+        stopped = time.monotonic()
+        assert owns(b) != {f"{topic}[{p}]" for p in range(parts)}  # a's partitions wait for it
+        removed = subprocess.run(
+            [jars.java(), "-cp", jars.classpath(), str(REMOVE_TOOL), str(admin), group, instance],
+            capture_output=True,
+            text=True,
+            timeout=session_ms / 1000 / 2,
+        )
+        assert removed.returncode == 0, removed
+        assert removed.stdout.strip() == f"removed 1 static member(s) from group {group}"
+        bound = session_ms / 1000 - (time.monotonic() - stopped)
+        wait_until(
+            lambda: owns(b) == {f"{topic}[{p}]" for p in range(parts)}, timeout=bound, what="b owning all"
+        )
+        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "b mirroring every partition")
+        check_nothing_missing(tgt, topic, traffic)
+    again = subprocess.run(
+        [jars.java(), "-cp", jars.classpath(), str(REMOVE_TOOL), str(admin), group, instance],
+        capture_output=True,
+        text=True,
+        timeout=session_ms / 1000 / 2,
+    )
+    assert again.returncode == 1 and "UnknownMemberIdException" in again.stdout, again
+    assert b.stop() == 0
 
 
 def watch_unowned(consumer: Path, group: str) -> int:

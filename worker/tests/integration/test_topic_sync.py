@@ -9,10 +9,13 @@
   module, plus an operator's DENY): CreatePartitions is refused, the mismatch is logged with the broker's
   reason, exposed as `kmirror_topic_partition_mismatch`, and records keep flowing by key hash without loss.
   Partitions the target does add are in test_partition_growth.py.
+* The config sync runs beside the stream loop, never in it: with the source frozen (SIGSTOP: connections
+  accepted, nothing answered) the call the loop makes returns while the sync still waits for its answer.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +53,7 @@ from test_metrics import scrape
 from test_mirror import java_partition
 from tls_fixtures import scram_jaas
 
+from kmirror.mirror import topics
 from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, free_port, running
 
 SOURCE_SEGMENT_MS = "7200000"  # the source brokers' default segment.ms (log.roll.ms), 2 h
@@ -250,3 +254,37 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
     assert w.log().count("adding partitions failed") == 1  # retried quietly, said once
     assert w.proc.poll() is None
     assert w.stop(signal.SIGTERM) == 0
+
+
+def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
+    src, tgt = kafka["source"], kafka["target"]
+    create_topic(src, "frozen", 1, {"retention.ms": "1000000"})
+    create_topic(tgt, "frozen", 1)
+    caplog.set_level(logging.INFO, logger="kmirror.mirror.topics")
+    sync = topics.ConfigSync(
+        AdminClient({"bootstrap.servers": src.bootstrap}),
+        AdminClient({"bootstrap.servers": tgt.bootstrap}),
+        "east#0",
+    )
+    src.pause()
+    try:
+        assert sync.run(["frozen"]) is True  # started, and returned ...
+        assert sync.busy  # ... while its describe waits on the frozen source (it cannot be answered)
+        assert sync.run(["frozen"]) is False  # one at a time: this refresh starts none
+        wait_until(
+            lambda: "topic frozen: could not describe the source topic's configs" in caplog.text,
+            timeout=60,
+            what="the sync's own timeout, logged",
+        )
+    finally:
+        src.resume()
+    wait_until(lambda: not sync.busy, timeout=30, what="the first sync to end")
+    assert overrides(tgt, "frozen") == {}
+
+    def in_step() -> bool:
+        if not sync.busy:
+            sync.run(["frozen"])  # as the next topic refreshes do
+        return overrides(tgt, "frozen") == {"retention.ms": "1000000"}
+
+    wait_until(in_step, timeout=60, what="a later refresh's sync to bring the target in step")
+    assert "destination topic frozen follows the source: retention.ms=1000000" in caplog.text

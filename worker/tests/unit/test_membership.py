@@ -3,6 +3,7 @@ rules, unowned partitions, the gauges, and the supervisor's one-at-a-time stop."
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 from kmirror.config import load_client_config, safety
+from kmirror.errors import ConfigError
 from kmirror.health import rules as health
 from kmirror.mirror import metrics, runner
 from kmirror.mirror.plan import MirrorOptions, build_plan, unassigned_warn_s
@@ -27,18 +29,22 @@ def _no_kafka_opts(monkeypatch):
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
 
 
-def plan_for(tmp_path: Path, consumer: str, *, static: bool | None, streams: int = 2, name: str = "east"):
+def plan_for(
+    tmp_path: Path, consumer: str, *, static: bool | None = None, streams: int = 2, name: str = "east"
+):
+    """A plan from a consumer file NAME.properties in tmp_path; static None: the default."""
     c = tmp_path / f"{name}.properties"
     c.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\n" + consumer)
     p = tmp_path / "producer.properties"
     p.write_text(PRODUCER)
+    chosen = {} if static is None else {"static_membership": static}
     return build_plan(
         MirrorOptions(
             consumer_configs=[str(c)],
             producer_config=str(p),
             include=".*",
             num_streams=streams,
-            static_membership=static,
+            **chosen,
         )
     )
 
@@ -58,7 +64,58 @@ def test_cooperative_sticky_is_the_default_and_a_file_may_choose_another(tmp_pat
     assert load_client_config(java, "consumer").settings["partition.assignment.strategy"] == "range"
 
 
-def test_dynamic_members_by_default_no_instance_id(tmp_path):
+def ids(specs) -> list[str]:
+    return [s.consumer["group.instance.id"] for s in specs]
+
+
+def path_hash(path: Path) -> str:
+    return hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:8]
+
+
+def test_static_members_by_default_host_source_file_and_stream(tmp_path):
+    specs = build_plan_specs(tmp_path, "", static=None)
+    host = socket.gethostname().split(".")[0]
+    where = path_hash(tmp_path / "east.properties")
+    assert ids(specs) == [f"kmirror-{host}-east-{where}-0", f"kmirror-{host}-east-{where}-1"]
+
+
+def test_static_ids_are_stable_across_restarts_of_one_process(tmp_path):
+    assert ids(build_plan_specs(tmp_path, "", static=None)) == ids(
+        build_plan_specs(tmp_path, "", static=True)
+    )
+
+
+def test_two_processes_on_one_host_with_their_own_files_get_distinct_ids(tmp_path):
+    """Two units on one host: the same file name (and so the same source name) in two folders."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = ids(build_plan_specs(tmp_path / "a", "", static=None))
+    b = ids(build_plan_specs(tmp_path / "b", "", static=None))
+    assert not set(a) & set(b)
+    assert [i.rsplit("-", 2)[0] for i in a] == [i.rsplit("-", 2)[0] for i in b]  # only the file differs
+
+
+def test_a_relative_path_names_the_same_file_as_its_absolute_path(tmp_path, monkeypatch):
+    absolute = ids(build_plan_specs(tmp_path, "", static=None))
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "producer.properties"
+    relative = build_plan(
+        MirrorOptions(
+            consumer_configs=["east.properties"], producer_config=str(p), include=".*", num_streams=2
+        )
+    ).stream_specs()
+    assert ids(relative) == absolute
+
+
+def test_static_ids_are_ones_kafka_accepts(tmp_path):
+    """Kafka takes at most 249 characters of A-Z a-z 0-9 . _ - (JoinGroupRequest.validateGroupInstanceId)."""
+    name = "a source name with spaces and ünïcode " + "x" * 300
+    specs = plan_for(tmp_path, "", name=name[:200], streams=3).stream_specs()
+    for i in ids(specs):
+        assert len(i) <= 249 and all(c.isascii() and (c.isalnum() or c in "._-") for c in i), i
+
+
+def test_dynamic_members_with_static_membership_false(tmp_path):
     specs = build_plan_specs(tmp_path, "", static=False)
     assert all("group.instance.id" not in s.consumer for s in specs)
 
@@ -68,28 +125,20 @@ def test_dynamic_members_drop_an_instance_id_from_the_file(tmp_path):
     assert all("group.instance.id" not in s.consumer for s in specs)
 
 
-def test_a_file_with_group_instance_id_asks_for_static_members(tmp_path):
-    specs = build_plan_specs(tmp_path, "group.instance.id=mine\n", static=None)
-    assert [s.consumer["group.instance.id"] for s in specs] == ["mine-0", "mine-1"]
-    assert all("group.instance.id" not in s.consumer for s in build_plan_specs(tmp_path, "", static=None))
-
-
-def test_static_ids_are_host_source_and_stream_and_stable(tmp_path):
-    first = build_plan_specs(tmp_path, "", static=True)
-    again = build_plan_specs(tmp_path, "", static=True)
-    host = socket.gethostname().split(".")[0]
-    assert [s.consumer["group.instance.id"] for s in first] == [
-        f"kmirror-{host}-east-0",
-        f"kmirror-{host}-east-1",
-    ]
-    assert [s.consumer["group.instance.id"] for s in again] == [
-        s.consumer["group.instance.id"] for s in first
-    ]
-
-
 def test_static_ids_start_from_the_files_group_instance_id(tmp_path):
-    specs = build_plan_specs(tmp_path, "group.instance.id=dc1-mirror-a\n", static=True)
-    assert [s.consumer["group.instance.id"] for s in specs] == ["dc1-mirror-a-0", "dc1-mirror-a-1"]
+    assert ids(build_plan_specs(tmp_path, "group.instance.id=dc1-mirror-a\n")) == [
+        "dc1-mirror-a-0",
+        "dc1-mirror-a-1",
+    ]
+
+
+@pytest.mark.parametrize("given", ["has space", "x" * 248])
+def test_a_files_group_instance_id_kafka_would_refuse_is_one_line(tmp_path, given):
+    with pytest.raises(ConfigError) as e:
+        build_plan_specs(tmp_path, f"group.instance.id={given}\n")
+    assert e.value.exit_code == 2
+    assert "east.properties: group.instance.id: " in str(e.value) and "\n" not in str(e.value)
+    build_plan_specs(tmp_path, f"group.instance.id={given}\n", static=False)  # dynamic: not used
 
 
 def test_unassigned_warning_bound_is_twice_the_session_timeout(tmp_path):
@@ -99,7 +148,7 @@ def test_unassigned_warning_bound_is_twice_the_session_timeout(tmp_path):
     assert {s.unassigned_warn_s for s in specs} == {20.0}
 
 
-def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool | None):
+def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool | None = None):
     return plan_for(tmp_path, consumer, static=static).stream_specs()
 
 

@@ -18,7 +18,7 @@ from confluent_kafka import (
 )
 
 from kmirror.config import client_conf
-from kmirror.errors import KmirrorError, SendFailure
+from kmirror.errors import ConfigError, KmirrorError, SendFailure
 from kmirror.mirror.spec import Failure
 from kmirror.mirror.state import StreamState
 
@@ -56,16 +56,24 @@ class SendFailures(StreamState):
 
     def _message_error(self, m: Message) -> None:
         err = m.error()
-        if err.fatal():
-            hint = ""
-            if "group.instance.id" in err.str() or "fenced" in err.str().lower():
-                c = self.spec.consumer
-                hint = (
-                    f" (another consumer of group {c.get('group.id')} uses group.instance.id "
-                    f"{c.get('group.instance.id')}: give each kmirror instance its own "
-                    "group.instance.id in its consumer file, or run it on its own host)"
+        # librdkafka reports its fatal error (e.g. fenced) as an event of code _FATAL, not flagged fatal.
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            c = self.spec.consumer
+            if c.get("group.instance.id") and (
+                "group.instance.id" in err.str() or "fenced" in err.str().lower()
+            ):
+                # Static members (the default) of one id: the newer one fences the older, which stops for
+                # good (exit 2: a restart would only fence the other one in turn).
+                raise ConfigError(
+                    f"fenced: another consumer of group {c.get('group.id')} joined with the same "
+                    f"group.instance.id {c.get('group.instance.id')} (a second kmirror process reading the "
+                    "same consumer file on this host, or another host with the same host name)",
+                    origin=self.spec.label,
+                    key="group.instance.id",
+                    fix="give each process its own consumer file or its own group.instance.id in it, or run "
+                    "with --static.membership false",
                 )
-            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}{hint}")
+            raise KmirrorError(f"{self.spec.label}: fatal consumer error: {err.str()}")
         log.warning("%s: consumer: %s", self.spec.label, err.str())
 
     def _raise_if_failed(self) -> None:

@@ -6,6 +6,7 @@ starts with a complete, safe configuration or does not start at all.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -44,10 +45,11 @@ class MirrorOptions:
     topic_refresh_interval_ms: int = 30_000
     stats_interval_ms: int = 30_000
     replication_factor: int = -1
-    # KIP-345 static membership (opt-in): each stream joins with a group.instance.id that stays the same
-    # across restarts. None: static only when the consumer file sets group.instance.id; default: dynamic
-    # members that leave the group on stop (docs/deployment.md, Restarts).
-    static_membership: bool | None = None
+    # KIP-345 static membership (the default): each stream joins with a group.instance.id that stays the
+    # same across restarts of this process, so a restart within session.timeout.ms moves no partition.
+    # False (--static.membership false): dynamic members that leave the group on stop, also when the
+    # consumer file sets group.instance.id (docs/deployment.md, Restarts).
+    static_membership: bool = True
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
     notes: list[str] = field(default_factory=list)
@@ -117,23 +119,32 @@ class MirrorPlan:
         return int(self.producer.settings["queue.buffering.max.messages"])
 
 
+# Kafka refuses a group.instance.id longer than this or with other characters (JoinGroupRequest).
+MAX_INSTANCE_ID = 249
+_NOT_IN_INSTANCE_ID = re.compile(r"[^A-Za-z0-9._-]")
+
+
 def instance_base(source: Source) -> str:
     """The stable part of a source's group.instance.id: the file's group.instance.id, or
-    kmirror-HOST-SOURCE (host name and the source's name, both stable across restarts)."""
+    kmirror-HOST-SOURCE-PATHHASH: the host name, the source's name and 8 hex digits of the SHA-256 of the
+    consumer file's absolute path. All three stay the same across restarts of one process (same host, same
+    unit and config); two processes on one host differ by their consumer files, so they never share an id
+    unless they read the same file."""
     given = source.config.settings.get("group.instance.id", "").strip()
     if given:
         return given
     host = socket.gethostname().split(".")[0] or "localhost"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"kmirror-{host}-{source.name}")
+    where = hashlib.sha256(os.path.abspath(source.config.origin).encode()).hexdigest()[:8]
+    base = _NOT_IN_INSTANCE_ID.sub("_", f"kmirror-{host[:64]}-{source.name[:64]}")
+    return f"{base}-{where}"
 
 
-def stream_consumer_settings(source: Source, index: int, *, static: bool | None) -> dict[str, str]:
+def stream_consumer_settings(source: Source, index: int, *, static: bool) -> dict[str, str]:
     """A stream's consumer settings: the source's, plus its own group.instance.id (BASE-INDEX) when
-    static membership is on (`static`, or None and the file sets group.instance.id); without it, no
-    group.instance.id at all (dynamic member)."""
+    static membership is on (the default); without it, no group.instance.id at all (dynamic member)."""
     settings = dict(source.config.settings)
-    given = settings.pop("group.instance.id", "").strip()
-    if static or (static is None and given):
+    settings.pop("group.instance.id", None)
+    if static:
         settings["group.instance.id"] = f"{instance_base(source)}-{index}"
     return settings
 
@@ -217,8 +228,24 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
         sources.append(Source(name, cfg, topics))
+        if o.static_membership:
+            check_instance_id(cfg, o.num_streams or os.cpu_count() or 1)
     check_process([producer, *(s.config for s in sources)])
     return MirrorPlan(o, sources, producer)
+
+
+def check_instance_id(cfg: ClientConfig, streams: int) -> None:
+    """A group.instance.id from the file, with the stream's -N, must be one Kafka accepts."""
+    given = cfg.settings.get("group.instance.id", "").strip()
+    longest = f"{given}-{streams - 1}"
+    if given and (_NOT_IN_INSTANCE_ID.search(given) or len(longest) > MAX_INSTANCE_ID):
+        raise ConfigError(
+            f"{given!r} is not a group.instance.id Kafka accepts (each stream adds -N; at most "
+            f"{MAX_INSTANCE_ID} characters of A-Z a-z 0-9 . _ -)",
+            origin=cfg.origin,
+            key="group.instance.id",
+            fix="use a shorter id of those characters, or remove the key (kmirror then derives one)",
+        )
 
 
 def check_process(configs: list[ClientConfig]) -> None:

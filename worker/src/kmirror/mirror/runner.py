@@ -210,7 +210,17 @@ def run(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping, in_turn
         name = signal.Signals(signum).name
-        if in_turn is None and not stopping:
+        if not stopping and all("group.instance.id" in s.consumer for s in specs):
+            # Static members send no LeaveGroup: no rebalance to wait for between them, so all stop at once.
+            log.info(
+                "%s received: stopping the %d streams (static members: the group keeps their partitions "
+                "for session.timeout.ms)",
+                name,
+                len(procs),
+            )
+            stopping = True
+            stop_all()
+        elif in_turn is None and not stopping:
             log.info("%s received: the %d streams leave the group one at a time", name, len(procs))
             stopping = True
             in_turn = _OneAtATime(specs, procs, counters)

@@ -10,7 +10,8 @@ removed from the destination topic (back to the target's default). Never copied:
 entries, and settings that describe the source cluster rather than the data (:data:`NOT_COPIED`,
 :data:`NOT_COPIED_PREFIXES`); those are also never altered on the target. The same rule is used when a
 topic is created (:func:`ensure`, the Ansible topics module) and while mirroring (:class:`ConfigSync`: a
-source config change reaches the target at the next topic refresh, by incremental alter configs).
+source config change reaches the target at the next topic refresh, by incremental alter configs, in a
+thread beside the stream loop).
 
 A source topic that gains partitions gets them on the target too (:func:`partitions_to_add`,
 :func:`add_partitions`); where the target refuses, the engine routes the topic by key hash and reports the
@@ -20,6 +21,7 @@ mismatch. Used by the engine at every topic refresh, and by the Ansible topics m
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -209,15 +211,45 @@ class ConfigSync:
     where the source's value differs, deleted where the target has a replicable config the source has not.
     A refusal (e.g. no ALTER_CONFIGS on the target) is logged once per topic and reason, retried at the next
     run, and never stops the mirror.
+
+    Off the record path: :meth:`run` (called from the stream loop at each topic refresh) only starts
+    :meth:`sync` in a thread of its own and returns. A broker that accepts connections but does not answer
+    (frozen, or a black-holed network) made each describe wait its whole timeout (10 s, at every refresh,
+    measured on a 3-node source with one node stopped) and the stream loop with it. One sync at a time: a
+    refresh while the last one still waits starts none.
     """
 
     def __init__(self, source: AdminClient, target: AdminClient, label: str, timeout: float = 10.0) -> None:
         self.source, self.target, self.label, self.timeout = source, target, label, timeout
         self.synced: dict[str, dict[str, str]] = {}
         self._problems: dict[str, str] = {}
+        self._thread: threading.Thread | None = None
 
-    def run(self, topics: Iterable[str]) -> dict[str, ConfigChange]:
-        """Bring the target configs of these topics in step; returns the changes applied."""
+    @property
+    def busy(self) -> bool:
+        """A sync started by :meth:`run` has not finished yet."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self, topics: Iterable[str]) -> bool:
+        """Start a :meth:`sync` of these topics in the background and return at once; False (nothing
+        started) while the previous one still runs."""
+        if self.busy:
+            return False
+        wanted = sorted(topics)
+        self._thread = threading.Thread(
+            target=self._sync_logged, args=(wanted,), name=f"config-sync {self.label}", daemon=True
+        )
+        self._thread.start()
+        return True
+
+    def _sync_logged(self, topics: list[str]) -> None:
+        try:
+            self.sync(topics)
+        except Exception as exc:  # a thread's exception would otherwise be lost; retried at the next run
+            self._problem("*", f"topic config sync failed: {exc!r}")
+
+    def sync(self, topics: Iterable[str]) -> dict[str, ConfigChange]:
+        """Bring the target configs of these topics in step (blocking); returns the changes applied."""
         wanted = sorted(topics)
         self.synced = {t: c for t, c in self.synced.items() if t in wanted}
         try:
