@@ -276,13 +276,13 @@ def main() -> int:
     if a.raw_read:
         print(raw_read(a.raw_read[0], a.raw_read[1], keep=a.raw_read[2] == "keep"))
         return 0
-    from kmirror.testing.kafka import BENCH_JVM, KafkaCluster, running
+    from throughput import bench_clusters  # not at the top: the raw read's processes import this file
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     loads = [os.getloadavg()[0]]
     with (
         tempfile.TemporaryDirectory() as tmp,
-        running({n: KafkaCluster(n, jvm=BENCH_JVM) for n in ("source", "target")}, Path(tmp)) as cs,
+        bench_clusters("source", "target", workdir=Path(tmp) / "brokers") as cs,
     ):
         bootstraps = {name: c.bootstrap for name, c in cs.items()}
         brokers = {pid for c in cs.values() for pid in c.pids}
