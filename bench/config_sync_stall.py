@@ -4,8 +4,9 @@ A three-node Apache Kafka source (six topics, replication factor 3); every secon
 does, the consumer's metadata call (``list_topics``, 10 s) and the config sync are timed in the calling
 thread: ``blocking`` calls :meth:`kmirror.mirror.topics.ConfigSync.sync` there (what the stream loop did
 before), ``background`` calls :meth:`~kmirror.mirror.topics.ConfigSync.run` (what it does now: the sync in
-a thread of its own). The node the sync's admin client is connected to is frozen (SIGSTOP: connections
-accepted, nothing answered, like a hung broker or a black-holed network) from 5 s to 55 s. Reported per
+a thread of its own). The node the metadata names as controller (where librdkafka sends DescribeConfigs)
+is frozen (SIGSTOP: connections accepted, nothing answered, like a hung broker or a black-holed network)
+from 5 s to 55 s. Reported per
 mode: the longest call of each kind while frozen and how many refreshes were held over 1 s.
 
     .venv/bin/python bench/config_sync_stall.py [--frozen-s 50]
@@ -36,14 +37,14 @@ def measure(mode: str, frozen_s: float) -> tuple[float, float, int, int]:
             f.result(30)
         consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "bench"})
         consumer.subscribe(TOPICS)
-        # As a stream has it: its own admin client, which has described the topics once (at start). It
-        # reaches the cluster through node 2, the node frozen: librdkafka sends an admin request to a
-        # broker it is connected to, and connects to others only as needed (a client given every node
-        # picks one of them at start: the case where that one hangs).
-        source_admin = AdminClient({"bootstrap.servers": c.node(2).address})
+        # As a stream has it: its own admin client, which has described the topics once (at start).
+        source_admin = AdminClient({"bootstrap.servers": c.bootstrap})
         sync = topics.ConfigSync(source_admin, source_admin, "bench")
         sync.sync(TOPICS)
-        pid = c.node(2).process.pid  # type: ignore[union-attr]
+        # librdkafka sends DescribeConfigs of topics to the controller the metadata names (in KRaft a
+        # broker the cluster picks): that node is the one frozen.
+        victim = source_admin.list_topics(timeout=10).controller_id
+        pid = c.node(victim).process.pid  # type: ignore[union-attr]
         t0 = time.monotonic()
         frozen = False
         worst_md = worst_sync = 0.0

@@ -213,10 +213,11 @@ class ConfigSync:
     run, and never stops the mirror.
 
     Off the record path: :meth:`run` (called from the stream loop at each topic refresh) only starts
-    :meth:`sync` in a thread of its own and returns. A broker that accepts connections but does not answer
-    (frozen, or a black-holed network) made each describe wait its whole timeout (10 s, at every refresh,
-    measured on a 3-node source with one node stopped) and the stream loop with it. One sync at a time: a
-    refresh while the last one still waits starts none.
+    :meth:`sync` in a thread of its own and returns. librdkafka sends DescribeConfigs to the node the
+    metadata names as controller; when that node accepts connections but does not answer (frozen, or a
+    black-holed network), each describe waited its whole timeout, and the stream loop with it: 10 s at
+    every refresh (bench/config_sync_stall.py). One sync at a time: a refresh while the last one still
+    waits starts none.
     """
 
     def __init__(self, source: AdminClient, target: AdminClient, label: str, timeout: float = 10.0) -> None:
