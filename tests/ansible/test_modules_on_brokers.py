@@ -353,9 +353,9 @@ def test_kmirror_acl_check_mode_then_grant_then_idempotent_then_revoke(clusters,
     assert acls_of(source, "User:mirror-east") == set()
 
 
-def test_kmirror_acl_with_an_admin_that_may_not_read_acls(clusters, capsys, monkeypatch):
-    # The mirror user is no administrator: the authorizer refuses DescribeAcls (it needs DESCRIBE on the
-    # cluster), the task fails with the broker's reason and nothing is changed.
+def test_kmirror_acl_with_an_admin_that_may_not_change_acls(clusters, capsys, monkeypatch):
+    # admin_config logs in as the mirror user, no administrator: the authorizer refuses its CreateAcls
+    # (ALTER on the cluster); the task fails with one line naming the fix, and nothing is granted.
     target = clusters["target"]
     out = run_module(
         acl_module,

@@ -282,9 +282,12 @@ def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
     assert overrides(tgt, "frozen") == {}
 
     def in_step() -> bool:
-        if not sync.busy:
-            sync.run(["frozen"])  # as the next topic refreshes do
-        return overrides(tgt, "frozen") == {"retention.ms": "1000000"}
+        if sync.busy:
+            return False
+        if overrides(tgt, "frozen") == {"retention.ms": "1000000"}:
+            return True  # and the sync that made it has ended (logged)
+        sync.run(["frozen"])  # as the next topic refreshes do
+        return False
 
     wait_until(in_step, timeout=60, what="a later refresh's sync to bring the target in step")
     assert "destination topic frozen follows the source: retention.ms=1000000" in caplog.text

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmirror.audit.scope import Span, planned_end
+from kmirror.authorization import authorization_error, refused
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError
 
@@ -24,6 +25,12 @@ class AuditError(KmirrorError):
     """The audit could not run; `kmirror audit` exits 2."""
 
     exit_code = 2
+
+
+# The readers' group (kmirror-audit) is never joined and nothing is committed for it, but librdkafka looks
+# up its coordinator all the same: a principal without an ACL on that group is told so, which does not
+# stop reading assigned partitions from given offsets.
+UNUSED_GROUP_ERRORS = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED})
 
 
 def consumer_conf(settings: Mapping[str, str]) -> dict[str, object]:
@@ -56,6 +63,7 @@ def plan_cluster(
 ) -> list[Span]:
     """Spans [start, end) of every partition of the matching topics of one cluster."""
     c = Consumer(consumer_conf(settings), logger=_LOG)
+    names: list[str] = []
     try:
         try:
             md = c.list_topics(timeout=timeout)
@@ -87,6 +95,13 @@ def plan_cluster(
                 spans.append(Span(side, key[0], key[1], start, end))
         return spans
     except KafkaException as exc:
+        err = authorization_error(exc)
+        if err is not None:  # offsets need DESCRIBE, the probe a fetch READ (which implies DESCRIBE)
+            topic = str(exc.args[1]) if len(exc.args) > 1 else min(names, default="?")
+            refusal = refused(
+                err, f"{name} cluster", settings, "READ", topic, note="the audit reads the topics"
+            )
+            raise AuditError(str(refusal.error("kmirror audit"))) from None
         raise AuditError(f"{name} cluster: {exc.args[0].str()}") from None
     finally:
         c.close()
@@ -112,8 +127,8 @@ def _probe_ends(
             last[key] = max(last.get(key, -1), m.offset())
         elif err.code() == KafkaError._PARTITION_EOF:
             todo.discard(key)
-        else:
-            raise KafkaException(err)
+        elif err.code() not in UNUSED_GROUP_ERRORS:
+            raise KafkaException(err, m.topic())
     c.unassign()
     if todo:
         missing = ", ".join(f"{t}/{p}" for t, p in sorted(todo)[:5])

@@ -231,6 +231,8 @@ def read_span(
     taken column by column with ``map`` over the message list (no Python frame per record)."""
     from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
+    from kmirror.audit.kafka import UNUSED_GROUP_ERRORS
+
     c.assign([TopicPartition(span.topic, span.partition, span.start)])
     pos, last_progress = span.start, time.monotonic()
     while pos < span.end:
@@ -247,9 +249,9 @@ def read_span(
         errors = list(filter(None, map(Message.error, msgs)))
         if errors:
             for err in errors:
-                if err.code() != KafkaError._PARTITION_EOF:
+                if err.code() != KafkaError._PARTITION_EOF and err.code() not in UNUSED_GROUP_ERRORS:
                     raise KafkaException(err)
-            eof = True
+            eof = any(err.code() == KafkaError._PARTITION_EOF for err in errors)
             msgs = [m for m in msgs if m.error() is None]
         offsets = list(map(Message.offset, msgs))
         if offsets and offsets[-1] >= span.end:  # one partition: offsets ascend

@@ -32,7 +32,9 @@ from kmirror.failover.offsetsync import (
 log = logging.getLogger(__name__)
 quiet = logging.getLogger("kmirror.librdkafka.groupsync")
 
-PROBE_GROUP = "__kmirror-probe"  # never commits; internal, so never synced
+# Never joined, never commits; internal, so never synced. librdkafka looks up its coordinator all the same:
+# without an ACL on it that lookup is refused (GROUP_AUTHORIZATION_FAILED), which the readers ignore.
+PROBE_GROUP = "__kmirror-probe"
 # Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
 LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
@@ -104,6 +106,8 @@ def true_ends(
                     ends[key] = max(ends[key], m.offset() + 1)
                 elif err.code() == KafkaError._PARTITION_EOF:
                     todo.discard(key)
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise KafkaException(err)  # asked again for ever otherwise: the caller names it
     finally:
         probe.unassign()
     return ends
@@ -147,6 +151,8 @@ class SyncReader:
                     self.data.add_record(self.mirror, m.key(), m.value())
                 elif err.code() == KafkaError._PARTITION_EOF:
                     todo.discard(m.partition())
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise KafkaException(err)  # asked again for ever otherwise: the caller names it
         return self.data
 
     def close(self) -> None:

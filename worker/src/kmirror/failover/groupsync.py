@@ -16,19 +16,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
+from kmirror.authorization import AuthorizationFailed, authorization_error, principal, refused
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
 from kmirror.failover.clusters import (
@@ -84,11 +87,24 @@ class GroupSync:
     timeout: float = 10.0
     status: dict[str, GroupStatus] = field(default_factory=dict)
 
+    # Told the refusal that stopped the sync (the runner logs it and stops the mirror: exit 2, one line).
+    on_refused: Callable[[AuthorizationFailed], None] | None = None
+    refused: AuthorizationFailed | None = None
+
+    def _asking(
+        self, side: str, operation: str, resource: str | Mapping[str, str], note: str = ""
+    ) -> _Asking:
+        conf = self.source_settings if side == "source" else self.target_settings
+        where = f"source cluster {self.source}" if side == "source" else "target cluster"
+        return _Asking(where, conf, operation, resource, note)
+
     def run(self, stop: threading.Event) -> None:
         self._source = AdminClient({**admin_settings(self.source_settings), "logger": quiet})
         self._target = AdminClient({**admin_settings(self.target_settings), "logger": quiet})
         conf: dict[str, Any] = dict(admin_settings(self.target_settings))
-        conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5, "on_delivery": self._written})
+        self._write_refused: KafkaError | None = None
+        self._none_warned = False
         self._producer = Producer(conf, logger=quiet)
         self._reader = SyncReader(self.target_settings, self.mirror)
         self._probe = Consumer(probe_conf(self.target_settings), logger=quiet)
@@ -102,7 +118,14 @@ class GroupSync:
             while not stop.is_set():
                 try:
                     self.step()
-                except Exception as exc:  # the sync must never stop the mirror; it retries next interval
+                except AuthorizationFailed as exc:  # an ACL does not grant itself: stop, say which
+                    self.refused = exc
+                    if self.on_refused is not None:
+                        self.on_refused(exc)  # logs it, unless the stream said its own error first
+                    else:
+                        log.error("%s", exc)
+                    return
+                except Exception as exc:  # other errors never stop the mirror; it retries next interval
                     log.warning("%s: group offset sync: %s", self.source, one_line_error(exc))
                 stop.wait(self.interval_ms / 1000)
         finally:
@@ -111,38 +134,59 @@ class GroupSync:
             self._probe.close()
 
     def step(self) -> None:
-        data = self._reader.read(self.timeout)
+        with self._asking("target", "READ", SYNC_TOPIC, "sync points are read there"):
+            data = self._reader.read(self.timeout)
         listed = self._source.list_consumer_groups(request_timeout=self.timeout).result()
         groups = sorted(
             g.group_id
             for g in listed.valid
             if self.groups.matches(g.group_id) and not is_internal_group(g.group_id, [self.mirror])
         )
+        if not groups and not self._none_warned:
+            self._none_warned = True  # Kafka lists only the groups the principal may DESCRIBE
+            log.warning(
+                "%s: no consumer group matching %s is listed by the source: none yet, or %s may not "
+                "DESCRIBE them (the kmirror_acls role grants it)",
+                self.source,
+                self.groups.include,
+                principal(self.source_settings) or "the mirror's principal",
+            )
         for group in groups:
             try:
                 self._sync_group(group, data)
             except KafkaException as exc:
                 log.warning("%s: group %s: %s", self.source, group, one_line_error(exc))
         self._producer.flush(self.timeout)
+        if self._write_refused is not None:
+            with self._asking("target", "WRITE", SYNC_TOPIC, "checkpoints are written there"):
+                raise KafkaException(self._write_refused)
+
+    def _written(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None and self._write_refused is None and authorization_error(err) is not None:
+            self._write_refused = err
 
     def _sync_group(self, group: str, data: SyncData) -> None:
-        source = {
-            k: v
-            for k, v in committed_offsets(self._source, group, self.timeout).items()
-            if self.topics.matches(k[0])
-        }
+        with self._asking("source", "DESCRIBE", group, "its committed offsets are read"):
+            committed = committed_offsets(self._source, group, self.timeout)
+        source = {k: v for k, v in committed.items() if self.topics.matches(k[0])}
         if not source:
             return
-        target = committed_offsets(self._target, group, self.timeout)
+        with self._asking("target", "DESCRIBE", group, "its offsets on the target are read"):
+            target = committed_offsets(self._target, group, self.timeout)
+            state, members = group_activity(self._target, group, self.timeout)
         commits, untranslated = plan_commits(data.store, source, target)
-        state, members = group_activity(self._target, group, self.timeout)
         moving = [c for c in commits if c.moves]
         if moving and not is_active(state, members):
             offsets = [TopicPartition(c.topic, c.partition, c.translation.target) for c in moving]
-            fut = self._target.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=self.timeout
-            )
-            fut[group].result()
+            both = {"GROUP": group, "TOPIC": offsets[0].topic}  # an offset commit: READ on both
+            with self._asking("target", "READ", both, "its translated offsets are committed"):
+                fut = self._target.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=self.timeout
+                )
+                for tp in fut[group].result().topic_partitions or []:
+                    if tp.error is not None and authorization_error(tp.error) is not None:
+                        both["TOPIC"] = tp.topic
+                        raise KafkaException(tp.error)
             log.debug(
                 "%s: group %s: committed %d translated offsets on the target",
                 self.source,
@@ -171,7 +215,12 @@ class GroupSync:
             self._producer.produce(SYNC_TOPIC, value, key)
             data.checkpoints[(group, c.topic, c.partition)] = cp
         self._producer.poll(0)
-        ends = true_ends(self._target, self._probe, [(c.topic, c.partition) for c in commits], self.timeout)
+        with self._asking(
+            "target", "READ", min((c.topic for c in commits), default="?"), "the partition's end is read"
+        ):
+            ends = true_ends(
+                self._target, self._probe, [(c.topic, c.partition) for c in commits], self.timeout
+            )
         self.status[group] = GroupStatus(
             last_checkpoint=now,
             translated_lag=sum(
@@ -182,6 +231,36 @@ class GroupSync:
             partitions=len(commits),
             untranslated=len(untranslated),
         )
+
+
+class _Asking:
+    """A request of the sync: an authorization error it raises becomes the :class:`AuthorizationFailed`
+    naming the operation and the resource."""
+
+    def __init__(
+        self,
+        cluster: str,
+        conf: Mapping[str, str],
+        operation: str,
+        resource: str | Mapping[str, str],
+        note: str,
+    ) -> None:
+        self.cluster, self.conf, self.operation, self.resource, self.note = (
+            cluster,
+            conf,
+            operation,
+            resource,
+            note,
+        )
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        err = authorization_error(exc)
+        if err is not None:
+            found = refused(err, self.cluster, self.conf, self.operation, self.resource, note=self.note)
+            raise found.error("group offset sync (--groups)") from None
 
 
 def metric_families(syncs: Iterable[GroupSync]) -> Iterator[Metric]:

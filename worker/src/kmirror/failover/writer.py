@@ -18,6 +18,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from kmirror.authorization import Refusal, authorization_error, refused
 from kmirror.config import admin_settings
 from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet, true_ends
 from kmirror.failover.offsetsync import (
@@ -46,6 +47,10 @@ class SyncWriter:
     ) -> None:
         self.label = label
         self.mirror = mirror
+        self.settings = producer_settings
+        # The first sync point request the target refused for lack of an ACL: the stream stops on it
+        # before its next commit (kmirror.authorization).
+        self.refused: Refusal | None = None
         self.source_admin = AdminClient({**admin_settings(consumer_settings), "logger": quiet})
         self.source_probe = Consumer(probe_conf(consumer_settings), logger=quiet)
         # Per partition, the source's end when this stream was assigned it: an earlier owner (one that
@@ -62,6 +67,15 @@ class SyncWriter:
         self.seconds = 0.0  # time spent at commit points, for the stats
 
     def _failed(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None and self.refused is None and authorization_error(err) is not None:
+            self.refused = refused(
+                err,
+                "target cluster",
+                self.settings,
+                "WRITE",
+                SYNC_TOPIC,
+                note="sync points are written there",
+            )
         if err is not None:
             log.warning("%s: could not write a sync point to %s: %s", self.label, SYNC_TOPIC, err.str())
 
@@ -143,6 +157,12 @@ class SyncWriter:
             if self.producer.flush(SYNC_FLUSH_TIMEOUT_S) > 0:
                 log.warning("%s: sync points not acknowledged by %s yet", self.label, SYNC_TOPIC)
         except (KafkaException, BufferError) as exc:
+            err = authorization_error(exc)
+            if err is not None and self.refused is None:  # the end of a target partition: read there
+                topic = min(t for t, _ in parts)
+                self.refused = refused(
+                    err, "target cluster", self.settings, "READ", topic, note="a sync point reads its end"
+                )
             log.warning("%s: no sync points at this commit point: %s", self.label, exc)
         self.seconds += time.monotonic() - started
 

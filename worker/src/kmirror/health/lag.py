@@ -18,6 +18,7 @@ try:
 except ImportError:  # confluent-kafka < 2.3 (the GSSAPI client built against Debian's librdkafka 2.0.2)
     OffsetSpec = None
 
+from kmirror.authorization import authorization_error, refused
 from kmirror.errors import KmirrorError
 from kmirror.groupoffsets import committed_offsets
 
@@ -64,6 +65,7 @@ def group_lag(
 ) -> list[PartitionLag]:
     """Lag of every partition the group has committed, or of every partition of `topics`."""
     admin = AdminClient({**admin_conf, "logger": _LOG})
+    wanted: set[str] = set(topics or ())
     try:
         committed = committed_offsets(admin, group, timeout)
         wanted = set(topics) if topics is not None else {t for t, _ in committed}
@@ -82,6 +84,11 @@ def group_lag(
     except KmirrorError:
         raise
     except Exception as exc:
+        err = authorization_error(exc)
+        if err is not None:  # offsets, ends and members are DESCRIBE on the group and its topics
+            resources = {"GROUP": group, "TOPIC": min(wanted) if wanted else "?"}
+            cluster = f"cluster {admin_conf.get('bootstrap.servers', '?')}"
+            raise refused(err, cluster, admin_conf, "DESCRIBE", resources).error("kmirror lag") from None
         raise KmirrorError(f"could not read the lag of group {group!r}: {exc}") from None
     return compute(group, {k: v for k, v in committed.items() if k[0] in wanted}, starts, ends, owners)
 

@@ -43,6 +43,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
+from kmirror.failover.offsetsync import SYNC_TOPIC
 from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
@@ -139,16 +140,30 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": quiet})
         if spec.offset_syncs:
             mirror = spec.consumer["group.id"]
-            self._offset_syncs = SyncWriter(
-                spec.label, mirror, spec.producer, spec.replication_factor, spec.consumer
-            )
+            try:
+                self._offset_syncs = SyncWriter(
+                    spec.label, mirror, spec.producer, spec.replication_factor, spec.consumer
+                )
+            except KafkaException as exc:
+                # Made when missing: CREATE, else DESCRIBE (the metadata that finds it) on the sync topic.
+                raise (
+                    self._refusal(
+                        exc,
+                        "target",
+                        "CREATE",
+                        SYNC_TOPIC,
+                        "kmirror run --groups writes its sync points there",
+                    )
+                    or exc
+                ) from None
         clean = False
         try:
             try:
                 self._refresh_topics()
                 self._loop()
-            except (KafkaException, KmirrorError):
+            except (KafkaException, KmirrorError) as exc:
                 self._raise_if_unauthenticated(serve=True)  # the cause, when a login was refused
+                self._raise_if_refused(exc)
                 raise
             clean = self._drain(spec.shutdown_timeout_s)
             if clean:
@@ -243,8 +258,10 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
                 next_report = now + REPORT_INTERVAL_S
             for p_ in self.producers:
                 p_.poll(0)
-            if self._auth_failure is not None:
+            if self._auth_failure is not None or self._refused is not None:
                 self._raise_if_unauthenticated()
+            if self._offset_syncs is not None and self._offset_syncs.refused is not None:
+                raise self._offset_syncs.refused.error(spec.label)
 
     def _produce_one(self, m: Message) -> None:
         t, p = m.topic(), m.partition()
@@ -320,9 +337,14 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
             # Flushed, nothing of these partitions at or past the positions produced: a valid sync point
             # whether or not the commit below succeeds, so it is written (and acknowledged) first.
             self._offset_syncs.commit_point(todo, self._committed, self._hashed)
+        if self._offset_syncs is not None and self._offset_syncs.refused is not None:
+            raise self._offset_syncs.refused.error(self.spec.label)  # before the commit it would allow
         try:
             consumer.commit(offsets=todo, asynchronous=False)
         except KafkaException as exc:
+            stop = self._consumer_refusal(exc.args[0], todo[0].topic)
+            if stop is not None:
+                raise stop from None
             log.warning(
                 "%s: commit failed (%s); the records will be committed at the next commit point or "
                 "mirrored again",

@@ -17,6 +17,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from kmirror.authorization import authorization_error, producer_refusal
 from kmirror.config import client_conf
 from kmirror.errors import ConfigError, KmirrorError, SendFailure
 from kmirror.mirror.spec import Failure
@@ -43,6 +44,13 @@ class SendFailures(StreamState):
 
     def _record_failure(self, failure: Failure) -> None:
         self.snap.send_errors += 1
+        if authorization_error(failure.error) is not None:
+            # Not the record's fault: every record of the topic would be refused. Stop, even with
+            # --abort.on.send.failure=false, before the next commit.
+            if self._failure is None or authorization_error(self._failure.error) is None:
+                self._failure = failure
+            self._stop = True
+            return
         if not self.spec.abort_on_send_failure:
             log.error(
                 "%s: %s; record skipped (--abort.on.send.failure=false): it is NOT on the target",
@@ -56,6 +64,9 @@ class SendFailures(StreamState):
 
     def _message_error(self, m: Message) -> None:
         err = m.error()
+        refused = self._consumer_refusal(err, m.topic())
+        if refused is not None:  # librdkafka reports it and asks again for ever: it is definitive
+            raise refused
         # librdkafka reports its fatal error (e.g. fenced) as an event of code _FATAL, not flagged fatal.
         if err.fatal() or err.code() == KafkaError._FATAL:
             c = self.spec.consumer
@@ -80,6 +91,11 @@ class SendFailures(StreamState):
         f = self._failure
         if f is None:
             return
+        if self._refused is not None:  # the producer's idempotence refused: its records failed with it
+            raise self._refused.error(self.spec.label)
+        if authorization_error(f.error) is not None:
+            where = "target cluster"
+            raise producer_refusal(f.error, where, self.spec.producer, f.topic).error(self.spec.label)
         raise SendFailure(
             f"{self.spec.label}: {f.describe(self.spec.source)}; nothing after the last commit "
             "was committed: fix the cause and restart, the mirror resumes from there"
@@ -93,7 +109,7 @@ class SendFailures(StreamState):
         assigns partitions: it never joins the group and never commits.
         """
         consumer = self.consumer
-        if consumer is None:
+        if consumer is None or authorization_error(f.error) is not None:  # the line names no record then
             return None
         candidates = (
             [f.partition] if f.topic not in self._hashed else list(range(self._selected.get(f.topic, 0)))

@@ -4,13 +4,17 @@ route by key hash when the target has fewer partitions, keep destination configs
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from confluent_kafka import (
     Consumer,
+    KafkaException,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from kmirror.mirror import topics
+from kmirror.mirror.authfail import WatchedAdmin
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
@@ -35,8 +39,14 @@ class TopicPlacement(StreamState):
         if selected != self._selected or self._short:
             self._place_topics(selected)
         if self._config_sync is None:
-            self._config_sync = topics.ConfigSync(self._source_admin, self._target_admin, self.spec.label)
+            self._config_admins = (
+                WatchedAdmin(self._source_admin, "source"),
+                WatchedAdmin(self._target_admin, "target"),
+            )
+            source, target = (cast(AdminClient, a) for a in self._config_admins)
+            self._config_sync = topics.ConfigSync(source, target, self.spec.label)
         self._config_sync.run(self._selected)
+        self._raise_if_config_refused(*self._config_admins)
 
     def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group gave this stream a partition its last topic refresh did not know (a sibling saw the
@@ -53,13 +63,34 @@ class TopicPlacement(StreamState):
         counts = {t: known[t] for t in grown if t in known}
         self._place_topics({**self._selected, **counts})
 
+    def _not_placed(self, exc: Exception, selected: dict[str, int]) -> Exception | None:
+        """A refusal of :func:`kmirror.mirror.topics.ensure`, named (error path only): the source's
+        configs of the missing destination topics (DESCRIBE_CONFIGS, asked first) or their creation on
+        the target (CREATE)."""
+        try:
+            missing = sorted(set(selected) - set(topics.partition_counts(self._target_admin)))
+        except KafkaException:
+            missing = []
+        topic = missing[0] if missing else min(selected, default="?")
+        if isinstance(exc, topics.TopicError):
+            return self._refusal(exc, "target", "CREATE", topic, "the destination topic does not exist")
+        return self._refusal(
+            exc, "source", "DESCRIBE_CONFIGS", topic, "its configs are copied to the destination topic"
+        )
+
     def _place_topics(self, selected: dict[str, int]) -> None:
         """Destination topics for the selected source topics: created, grown, or routed by key hash."""
         consumer = self.consumer
         assert consumer is not None
-        target = topics.ensure(
-            self._source_admin, self._target_admin, selected, replication_factor=self.spec.replication_factor
-        )
+        try:
+            target = topics.ensure(
+                self._source_admin,
+                self._target_admin,
+                selected,
+                replication_factor=self.spec.replication_factor,
+            )
+        except (KafkaException, topics.TopicError) as exc:
+            raise self._not_placed(exc, selected) or exc from None
         grow = topics.partitions_to_add(selected, target)
         refused = topics.add_partitions(self._target_admin, grow) if grow else {}
         if len(refused) < len(grow):

@@ -54,12 +54,26 @@ def setup_logging(level: str) -> None:
     logging.getLogger("kmirror.librdkafka").setLevel(logging.WARNING)
 
 
+class FirstError:
+    """Said once: a run in one process whose stream and group sync both stop on an error logs one line."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._said = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            first, self._said = not self._said, True
+        return first
+
+
 def run_stream(
     spec: StreamSpec,
     report: Callable[[Snapshot], None] | None = None,
     rebalances: Callable[[], None] | None = None,
     *,
     interrupt: bool = True,
+    said: FirstError | None = None,
 ) -> int:
     """Run one stream until it is stopped by a signal; return the process exit code. `rebalances` is
     called after each rebalance that gave the stream its (incremental) assignment. `interrupt`: SIGINT
@@ -77,13 +91,16 @@ def run_stream(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop if interrupt else signal.SIG_IGN)
+    said = said or FirstError()
     try:
         stream.run()
     except KmirrorError as exc:
-        log.error("%s", exc)
+        if said.claim():
+            log.error("%s", exc)
         return exc.exit_code
     except KafkaException as exc:
-        log.error("%s: Kafka error: %s", spec.label, exc.args[0].str() if exc.args else exc)
+        if said.claim():
+            log.error("%s: Kafka error: %s", spec.label, exc.args[0].str() if exc.args else exc)
         return EXIT_ERROR
     if stream.clean:
         log.info(
@@ -180,16 +197,33 @@ def run(
 ) -> int:
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
     first, so that a port it cannot take stops the run before anything starts), None without one."""
+    refusals: list[KmirrorError] = []
+    said = FirstError()
     if group_syncs:  # threads of this (supervisor) process; daemons, they end with it
         stop_syncs = threading.Event()
+
+        def refused(exc: KmirrorError) -> None:
+            # A group sync refused for lack of an ACL (its one ERROR line is logged): the streams stop as
+            # on SIGTERM (they commit what the target acknowledged) and the run exits with its code.
+            if not refusals:
+                refusals.append(exc)
+                if said.claim():
+                    log.error("%s", exc)
+                deadline = time.monotonic() + 10  # the stop handlers are installed as the streams start
+                while signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGTERM)
+
         for g in group_syncs:
+            g.on_refused = refused
             threading.Thread(
                 target=g.run, args=(stop_syncs,), daemon=True, name=f"groupsync-{g.source}"
             ).start()
         if collector is not None:
             collector.extra.append(lambda: metric_families(group_syncs))
     if len(specs) == 1:
-        return run_stream(specs[0], collector.update if collector else None)
+        code = run_stream(specs[0], collector.update if collector else None, said=said)
+        return refusals[0].exit_code if refusals and code == EXIT_OK else code
     ctx = multiprocessing.get_context("spawn")
     reports: Queue[Snapshot] | None = ctx.Queue() if collector else None
     if reports is not None and collector is not None:
@@ -259,7 +293,7 @@ def run(
                 if not stopping:
                     stopping = True
                     stop_all()
-    return rc
+    return refusals[0].exit_code if refusals and rc == EXIT_OK else rc
 
 
 class _OneAtATime:

@@ -12,12 +12,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 if TYPE_CHECKING:
+    from kmirror.authorization import AuthorizationFailed, Refusal
     from kmirror.failover.writer import SyncWriter
     from kmirror.mirror import metrics, topics
+    from kmirror.mirror.authfail import WatchedAdmin
     from kmirror.mirror.spec import Failure, StreamSpec
 
 
@@ -33,6 +35,7 @@ class StreamState:
     _report: Callable[[metrics.Snapshot], None] | None
     _producer_stats: dict[int, tuple[int, int]]
     _failure: Failure | None
+    _refused: Refusal | None  # the first request refused for lack of an ACL (kmirror.mirror.authfail)
     _source_admin: AdminClient
     _target_admin: AdminClient
     _target_log: logging.Logger
@@ -42,6 +45,7 @@ class StreamState:
     _hashed: set[str]
     _short: dict[str, tuple[int, int, str]]
     _config_sync: topics.ConfigSync | None
+    _config_admins: tuple[WatchedAdmin, WatchedAdmin]  # the config sync's, watched for refusals
     # Commit points: the last offset committed per partition, and the offset sync writer (--groups).
     _committed: dict[tuple[str, int], int]
     _offset_syncs: SyncWriter | None
@@ -86,4 +90,15 @@ class StreamState:
         raise NotImplementedError
 
     def snapshot(self) -> metrics.Snapshot:
+        raise NotImplementedError
+
+    def _consumer_refusal(self, err: KafkaError, topic: str | None) -> AuthorizationFailed | None:
+        raise NotImplementedError
+
+    def _refusal(
+        self, exc: BaseException | KafkaError | None, side: str, operation: str, resource: str, note: str = ""
+    ) -> AuthorizationFailed | None:
+        raise NotImplementedError
+
+    def _raise_if_config_refused(self, *admins: WatchedAdmin) -> None:
         raise NotImplementedError
