@@ -4,11 +4,11 @@ Contenders (one Apache Kafka 4.3 source and one target cluster of one node each,
 `kmirror.testing.kafka.BENCH_JVM`; each contender mirrors its own topic with its own group under live
 traffic; the rounds interleaved A B C A B C ... so that load on the shared machine hits each alike):
 
-* one at a time: kmirror's default (dynamic members; on SIGTERM the supervisor stops one stream, waits
-  until its sibling took over its partitions, then stops the next).
+* one at a time: dynamic members (`--static.membership false`; on SIGTERM the supervisor stops one
+  stream, waits until its sibling took over its partitions, then stops the next).
 * all at once: the same, but a second SIGTERM right after the first (every stream leaves together, as
   with systemd's default KillMode before the unit set KillMode=mixed).
-* static: `--static.membership` (KIP-345: no LeaveGroup; the new streams rejoin with the same ids).
+* static: kmirror's default (KIP-345: no LeaveGroup; the new streams rejoin with the same ids).
 
 Per round: SIGTERM, wait for the exit, start again, and measure the seconds from the start until every
 target partition grew (records flow again). A round that does not flow within --stall-after seconds
@@ -41,9 +41,9 @@ from kmirror.testing.kafka import KafkaCluster
 PARTITIONS = 4
 SESSION_MS = 6000
 CONTENDERS = {
-    "one at a time (default)": [],
-    "all at once": [],
-    "static (--static.membership)": ["--static.membership"],
+    "one at a time (--static.membership false)": ["--static.membership", "false"],
+    "all at once": ["--static.membership", "false"],
+    "static (default)": [],
 }
 
 

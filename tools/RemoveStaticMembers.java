@@ -1,9 +1,13 @@
 // Remove static members (KIP-345) from a consumer group at once: the streams of a kmirror instance removed
 // for good, so that the other instances get its partitions now instead of after session.timeout.ms.
 // It is Kafka's Admin API RemoveMembersFromConsumerGroup, which kafka-consumer-groups.sh has no option for
-// and confluent-kafka does not expose, so this runs Kafka's own Java client (Java 11+, Kafka's libs/):
+// and confluent-kafka does not expose, so this runs Kafka's own Java client (a JDK 11+, Kafka's libs/).
+// Compile it beforehand, so that the step itself is one JVM start and one request:
 //
-//   java -cp "$KAFKA_HOME/libs/*" tools/RemoveStaticMembers.java ADMIN_CONFIG GROUP INSTANCE_ID...
+//   javac -cp "$KAFKA_HOME/libs/*" -d ~/kmirror-tools tools/RemoveStaticMembers.java
+//   java -cp "$KAFKA_HOME/libs/*:$HOME/kmirror-tools" RemoveStaticMembers ADMIN_CONFIG GROUP INSTANCE_ID...
+//
+// (or in one go, compiling each time: java -cp "$KAFKA_HOME/libs/*" tools/RemoveStaticMembers.java ...).
 //
 // ADMIN_CONFIG: a Java client properties file (bootstrap.servers and security, as for
 // kafka-consumer-groups.sh --command-config); the principal needs READ on the group.
@@ -22,7 +26,7 @@ import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 public class RemoveStaticMembers {
     public static void main(String[] args) throws Exception {
         if (args.length < 3) {
-            System.err.println("usage: java -cp \"$KAFKA_HOME/libs/*\" RemoveStaticMembers.java ADMIN_CONFIG GROUP INSTANCE_ID...");
+            System.err.println("usage: RemoveStaticMembers ADMIN_CONFIG GROUP INSTANCE_ID...");
             System.exit(2);
         }
         Properties props = new Properties();
