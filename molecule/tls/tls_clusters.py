@@ -1,28 +1,25 @@
 #!/usr/bin/env python3
-"""Embedded clusters that clients reach only through a TLS-terminating proxy with mutual TLS.
+"""Certificates of the tls scenario's clusters (Apache Kafka with an SSL listener that requires a client
+certificate, started by ``python -m kmirror.testing.embedded up --listener SSL --client-auth``).
 
     python tls_clusters.py certs --dir DIR [--host 10.213.0.1]
-    python tls_clusters.py up --state-dir DIR --certs DIR [--host 10.213.0.1] NAME [NAME ...]
-    python tls_clusters.py down --state-dir DIR
 
 ``certs`` makes a CA, a server certificate for HOST and a client certificate (key encrypted with a
-passphrase in client.pass) with openssl. ``up`` starts one Tansu broker per NAME listening on 127.0.0.1
-only (not reachable from the guests) but advertising HOST:TLS_PORT, and one stunnel that accepts TLS on
-HOST:TLS_PORT, requires a client certificate signed by the CA, and forwards to the broker. It writes
-STATE/clusters.json ({name: "HOST:TLS_PORT"}, the only addresses clients can use).
+passphrase in client.pass) with openssl (``make_certs``, also used by the integration tests'
+tls_fixtures), and packs the brokers' PKCS12 keystore and truststore (password in store.pass).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import subprocess
 import sys
 from pathlib import Path
 
-from kmirror.testing.fronts import down, kill, save, start_broker, wait
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 
 
 def openssl(*args: str) -> None:
@@ -102,42 +99,38 @@ def make_certs(d: Path, host: str) -> None:
         p.chmod(0o600)
 
 
-def up(state: Path, certs: Path, host: str, names: list[str]) -> dict[str, str]:
-    state.mkdir(parents=True, exist_ok=True)
-    pids: list[int] = []
-    clusters: dict[str, str] = {}
-    stunnel = ["foreground = yes", "pid =", f"output = {state / 'stunnel.log'}", "debug = 5", ""]
-    try:
-        for name in names:
-            p, plain, tls = start_broker(state, name, host)
-            pids.append(p.pid)
-            clusters[name] = f"{host}:{tls}"
-            stunnel += [
-                f"[{name}]",
-                f"accept = {host}:{tls}",
-                f"connect = 127.0.0.1:{plain}",
-                f"cert = {certs / 'server.pem'}",
-                f"key = {certs / 'server.key'}",
-                f"CAfile = {certs / 'ca.pem'}",
-                "requireCert = yes",
-                "verifyChain = yes",
-                "",
-            ]
-        (state / "stunnel.conf").write_text("\n".join(stunnel))
-        p = subprocess.Popen(
-            ["stunnel4", str(state / "stunnel.conf")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+def make_stores(d: Path) -> None:
+    """The broker's PKCS12 keystore (server key and certificate) and truststore (the CA, which signed the
+    client certificate: mutual TLS), their password in store.pass."""
+    if (d / "truststore.p12").exists():
+        return
+    password = secrets.token_urlsafe(12)
+    openssl(
+        "pkcs12",
+        "-export",
+        "-in",
+        str(d / "server.pem"),
+        "-inkey",
+        str(d / "server.key"),
+        "-certfile",
+        str(d / "ca.pem"),
+        "-name",
+        "broker",
+        "-out",
+        str(d / "keystore.p12"),
+        "-passout",
+        f"pass:{password}",
+    )
+    # A Java truststore entry needs the trusted-certificate attribute, which openssl does not write.
+    ca = x509.load_pem_x509_certificate((d / "ca.pem").read_bytes())
+    (d / "truststore.p12").write_bytes(
+        pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(ca, b"kmirror-molecule-ca")], BestAvailableEncryption(password.encode())
         )
-        pids.append(p.pid)
-        for name, addr in clusters.items():
-            wait(host, int(addr.rsplit(":", 1)[1]), f"stunnel for {name}", p)
-    except BaseException:
-        kill(pids)
-        raise
-    save(state, pids, clusters)
-    return clusters
+    )
+    (d / "store.pass").write_text(password)
+    for name in ("keystore.p12", "truststore.p12", "store.pass"):
+        (d / name).chmod(0o600)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,20 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("certs")
     c.add_argument("--dir", type=Path, required=True)
     c.add_argument("--host", default="10.213.0.1")
-    u = sub.add_parser("up")
-    u.add_argument("--state-dir", type=Path, required=True)
-    u.add_argument("--certs", type=Path, required=True)
-    u.add_argument("--host", default="10.213.0.1")
-    u.add_argument("names", nargs="+")
-    d = sub.add_parser("down")
-    d.add_argument("--state-dir", type=Path, required=True)
     a = ap.parse_args(argv)
-    if a.cmd == "certs":
-        make_certs(a.dir, a.host)
-    elif a.cmd == "up":
-        print(json.dumps(up(a.state_dir, a.certs, a.host, a.names)))
-    else:
-        down(a.state_dir)
+    make_certs(a.dir, a.host)
+    make_stores(a.dir)
     return 0
 
 

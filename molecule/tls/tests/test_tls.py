@@ -1,4 +1,5 @@
-"""Scenario tls: the mirror reaches both clusters only through a proxy that requires a client certificate."""
+"""Scenario tls: the mirror reaches both clusters through Apache Kafka's SSL listener, which requires a client
+certificate signed by the scenario's CA."""
 
 from __future__ import annotations
 
