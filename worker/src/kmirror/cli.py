@@ -11,7 +11,15 @@ from dataclasses import asdict
 from kmirror import __version__, audit
 from kmirror.config import ClientConfig, kerberos, load_client_config, safety, translation
 from kmirror.config.filters import TopicFilter
-from kmirror.errors import Command, ConfigError, run_command, stdout_closed_quietly
+from kmirror.errors import (
+    Command,
+    ConfigError,
+    Problems,
+    one_line,
+    printable,
+    run_command,
+    stdout_closed_quietly,
+)
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
 from kmirror.mirror.plan import (
@@ -101,22 +109,34 @@ def cmd_check_config(a: argparse.Namespace) -> int:
             key="--consumer.config/--producer.config",
             fix="give at least one consumer or producer properties file",
         )
-    # The same checks as `run` (build_plan), in the same order (producer first), except that unsafe
-    # settings are reported, not refused.
-    producer = (
-        load_client_config(a.producer_config, "producer", allow_unsafe=True) if a.producer_config else None
-    )
+    # The same checks as `run` (build_plan), except that unsafe settings are reported, not refused, and
+    # that every problem of every file is reported in one run.
+    found = Problems()
+    producer = None
+    if a.producer_config:
+        with found.check():
+            producer = load_client_config(a.producer_config, "producer", allow_unsafe=True, problems=found)
     consumers: list[ClientConfig] = []
     reports: list[dict[str, object]] = []
     for n, path in zip(source_names(a.consumer_configs), a.consumer_configs, strict=True):
-        cfg = load_client_config(path, "consumer", allow_unsafe=True)
-        topics = topic_filter(cfg, a.include, a.exclude)
-        if topics is None:
-            cfg.notes.append("no topic filter: kmirror run needs --whitelist REGEX (or --blacklist)")
+        cfg = None
+        with found.check():
+            cfg = load_client_config(path, "consumer", allow_unsafe=True, problems=found)
+        if cfg is None:
+            continue
+        topics = None
+        with found.check():
+            topics = topic_filter(cfg, a.include, a.exclude)
+            if topics is None:
+                cfg.notes.append("no topic filter: kmirror run needs --whitelist REGEX (or --blacklist)")
         consumers.append(cfg)
         reports.append(_report(cfg, n, topics))
-    # What `kmirror run` refuses of the files together (one Kerberos principal, a keytab that logs in).
-    check_process([*([producer] if producer else []), *consumers])
+    if not found:
+        # What `kmirror run` refuses of the files together (one Kerberos principal, a keytab that logs in).
+        with found.check():
+            check_process([*([producer] if producer else []), *consumers])
+    if found:
+        return _report_problems(found.found, a.json)
     if producer:
         reports.append(_report(producer, None))
     client = kerberos.client_info()
@@ -141,6 +161,24 @@ def cmd_check_config(a: argparse.Namespace) -> int:
             print(f"UNSAFE: {u}")
         print(f"verdict: {verdict}")
     return EXIT_UNSAFE if unsafe else 0
+
+
+def _report_problems(problems: list[ConfigError], as_json: bool) -> int:
+    """Every problem found, one line each on stderr as any command's error (``--json``: a document on
+    stdout, verdict INVALID, nothing on stderr); exit 2."""
+    if as_json:
+        doc = {
+            "verdict": "INVALID",
+            "problems": [
+                {"file": p.origin, "key": p.key, "problem": p.problem, "fix": p.fix, "message": p.render()}
+                for p in problems
+            ],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        for p in problems:
+            print(f"kmirror check-config: error: {printable(one_line(p.render()))}", file=sys.stderr)
+    return ConfigError.exit_code
 
 
 def cmd_config_keys(a: argparse.Namespace) -> int:

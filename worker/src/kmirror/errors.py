@@ -48,6 +48,54 @@ class ConfigError(KmirrorError):
         return f"{head}; {self.fix}" if self.fix else head
 
 
+class ConfigProblems(ConfigError):
+    """Every problem found in one pass over the input (``kmirror check-config`` lists them all). As one
+    line (``kmirror run``), it is the first problem and how many more there are."""
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        self.problems = problems
+        first = problems[0]
+        super().__init__(first.problem, origin=first.origin, key=first.key, fix=first.fix)
+
+    def render(self) -> str:
+        more = len(self.problems) - 1
+        tail = f" (and {more} more problem{'s' if more > 1 else ''}: kmirror check-config lists them all)"
+        return super().render() + (tail if more else "")
+
+
+class Problems:
+    """Collects configuration problems instead of stopping at the first, so that an operator sees them
+    all in one run::
+
+        found = Problems()
+        with found.check():
+            step_that_may_raise()
+        found.raise_any()
+    """
+
+    def __init__(self) -> None:
+        self.found: list[ConfigError] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def add(self, exc: ConfigError) -> None:
+        self.found.extend(exc.problems if isinstance(exc, ConfigProblems) else [exc])
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigError as exc:
+            self.add(exc)
+
+    def raise_any(self) -> None:
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            raise ConfigProblems(list(self.found))
+
+
 class SendFailure(KmirrorError):
     """A record could not be delivered to the target and the mirror stopped before committing past it."""
 

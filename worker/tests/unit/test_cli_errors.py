@@ -328,13 +328,32 @@ def test_check_config_json_unsafe(capsys, files):
         ("--consumer.config", "jks", "ssl.truststore.location"),
     ],
 )
-@pytest.mark.parametrize("json_flag", [(), ("--json",)])
-def test_check_config_errors(capsys, files, role, name, needle, json_flag):
-    code, out, err = cli(capsys, "check-config", *json_flag, role, files[name])
+def test_check_config_errors(capsys, files, role, name, needle):
+    code, out, err = cli(capsys, "check-config", role, files[name])
     assert_one_line_error(code, err, "check-config")
     assert needle in err
     assert files[name] in err
     assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("role", "name", "needle"),
+    [
+        ("--producer.config", "zk", "zk.connect"),
+        ("--consumer.config", "unknown", "foo.bar"),
+        ("--consumer.config", "jks", "ssl.truststore.location"),
+    ],
+)
+def test_check_config_errors_as_json(capsys, files, role, name, needle):
+    """With --json a refused file is a JSON document too (verdict INVALID), on stdout; exit 2."""
+    code, out, err = cli(capsys, "check-config", "--json", role, files[name])
+    assert (code, err) == (2, "")
+    report = json.loads(out)
+    assert report["verdict"] == "INVALID"
+    (problem,) = report["problems"]
+    assert problem["file"] == files[name]
+    assert needle in (problem["key"] or "") + problem["problem"]
+    assert problem["fix"] and problem["message"].startswith(files[name])
 
 
 def test_check_config_missing_file(capsys, tmp_path):

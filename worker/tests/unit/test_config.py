@@ -96,7 +96,23 @@ def refusal(tmp_path: Path, text: str, role: str, name: str | None = None, **kw:
 
 
 @pytest.mark.parametrize(
-    "text", [SAMPLE_CONSUMER, with_local_brokers(SAMPLE_CONSUMER)], ids=["verbatim", "local"]
+    ("text", "side"), [(SAMPLE_CONSUMER, "source"), (SAMPLE_PRODUCER, "target")], ids=["consumer", "producer"]
+)
+def test_reference_samples_verbatim_are_refused_for_their_port_typo(tmp_path, text, side):
+    """The samples list `kafka-SIDE-server3-6667`, a typo for `...server3:6667`: Java's clients refuse an
+    address without a port ("Invalid url in bootstrap.servers"), librdkafka would take port 9092."""
+    role = "consumer" if side == "source" else "producer"
+    msg = refusal(tmp_path, text, role, "sample.properties")
+    assert msg.startswith(
+        f"{tmp_path}/sample.properties: bootstrap.servers: broker address 'kafka-{side}-server3-6667' is not "
+        f"HOST:PORT (did you mean kafka-{side}-server3:6667?)"
+    ), msg
+
+
+@pytest.mark.parametrize(
+    "text",
+    [SAMPLE_CONSUMER.replace("server3-6667", "server3:6667"), with_local_brokers(SAMPLE_CONSUMER)],
+    ids=["typo-fixed", "local"],
 )
 def test_reference_consumer_sample_loads(tmp_path, text):
     cfg = load(tmp_path, text, "consumer", "sourceClusterConsumer.properties")
@@ -112,7 +128,9 @@ def test_reference_consumer_sample_loads(tmp_path, text):
 
 
 @pytest.mark.parametrize(
-    "text", [SAMPLE_PRODUCER, with_local_brokers(SAMPLE_PRODUCER)], ids=["verbatim", "local"]
+    "text",
+    [SAMPLE_PRODUCER.replace("server3-6667", "server3:6667"), with_local_brokers(SAMPLE_PRODUCER)],
+    ids=["typo-fixed", "local"],
 )
 def test_reference_producer_sample_is_refused_as_unsafe(tmp_path, text):
     msg = refusal(tmp_path, text, "producer", "targetClusterProducer.properties")
@@ -170,7 +188,10 @@ def test_zookeeper_keys_are_refused_naming_file_key_and_fix(tmp_path, key, role)
     text = BOOT + "group.id=g\n" + f"{key}=zk1:2181\n"
     msg = refusal(tmp_path, text, role, "mirror-x.properties")
     assert msg.startswith(f"{tmp_path}/mirror-x.properties: {key}: ")
-    assert "bootstrap.servers=" in msg  # the fix
+    if key in ("zk.connect", "zookeeper.connect"):
+        assert msg.endswith("set bootstrap.servers=HOST:PORT[,HOST:PORT] of the brokers instead"), msg
+    else:  # bootstrap.servers is set: the fix is only to drop the ZooKeeper setting
+        assert msg.endswith("ZooKeeper is not used by kmirror; delete the line"), msg
 
 
 # --- key and trust stores ---

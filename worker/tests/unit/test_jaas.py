@@ -683,3 +683,14 @@ def test_jaas_path_is_a_directory_or_holds_a_nul(tmp_path: Path) -> None:
         load_jaas_file("/etc/jaas\x00.conf")
     assert "the path holds a NUL character" in str(caught.value)
     assert "\x00" not in str(caught.value)
+
+
+@pytest.mark.parametrize("comment", ["//", "/* "])
+def test_a_commented_out_secret_with_a_newline_is_not_quoted(comment: str) -> None:
+    """Found by the property above: ``//password=777<newline>777`` ends the comment inside the secret,
+    and the rest of it was quoted as an option name. A secret option in a comment now counts as read."""
+    end = "" if comment == "//" else " */"
+    text = f'{PLAIN} required username="u" {comment}password=s3cr\nEToPT{end} oops'
+    with pytest.raises(ConfigError) as err:
+        parse_jaas_config_value(text, "consumer.properties")
+    assert "EToPT" not in str(err.value) and "s3cr" not in str(err.value), str(err.value)

@@ -3,7 +3,34 @@ librdkafka values. Each raises ConfigError naming the key on a value it cannot u
 
 from __future__ import annotations
 
+import re
+
 from kmirror.errors import ConfigError
+
+# HOST:PORT, HOST a name, an IPv4 address or a bracketed IPv6 address; an optional PROTOCOL:// before it
+# (librdkafka and Java's clients both accept one).
+_BROKER = re.compile(r"^(?:[A-Za-z_]+://)?(?:\[[0-9A-Za-z:.%_-]+\]|[0-9A-Za-z_.%-]+):(\d{1,5})$")
+_DASHED_PORT = re.compile(r"^(.*[0-9A-Za-z])-(\d{2,5})$")
+
+
+def check_brokers(value: str, origin: str, key: str = "bootstrap.servers") -> None:
+    """Every broker address must name its port, as Java's clients require (``Invalid url in
+    bootstrap.servers``); librdkafka would quietly take 9092 for a missing one (``server3-6667``, a typo
+    for ``server3:6667``, would become ``server3-6667:9092``)."""
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        m = _BROKER.match(item)
+        if m and 0 < int(m.group(1)) < 65536:
+            continue
+        dashed = _DASHED_PORT.match(item)
+        hint = f" (did you mean {dashed.group(1)}:{dashed.group(2)}?)" if dashed else ""
+        raise ConfigError(
+            f"broker address {item!r} is not HOST:PORT{hint}",
+            origin=origin,
+            key=key,
+            fix="give every broker as HOST:PORT, e.g. kafka1:9092 (or [::1]:9092 for IPv6)",
+        )
 
 
 def broker_list(value: str, origin: str) -> str:

@@ -101,6 +101,8 @@ class _Parser:
 
     def _next(self, value_of: str | None = None, *, section_name: bool = False) -> Token:
         token = self.lexer.next(value_of)
+        if self.lexer.secret_in_comment:
+            self.after_secret = True
         if token.kind != "eof":
             self.last_line = token.line
         if token.quote == "'" and not self.inline and not section_name:

@@ -11,7 +11,10 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from kmirror.config.secrets import is_secret
 from kmirror.errors import ConfigError
+
+_OPTION_IN_COMMENT = re.compile(r"([^\s=;{}\"'/*]+)\s*=")
 
 _QUOTE_ESCAPES = {"a": "\x07", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _OCTAL = "01234567"
@@ -49,6 +52,7 @@ class Lexer:
         self.star_is_word = star_is_word
         self.fail = fail
         self.line_starts = [0, *(m.end() for m in _LINE_BREAK.finditer(text))]
+        self.secret_in_comment = False  # see _note_secret
 
     def line_at(self, pos: int) -> int:
         return bisect.bisect_right(self.line_starts, pos)
@@ -58,6 +62,12 @@ class Lexer:
             return c.isalnum() or c in "._-$" or (self.star_is_word and c == "*")
         return ord(c) >= 0xA0
 
+    def _note_secret(self, comment: str) -> None:
+        """A commented-out secret option (``//password=...``): its value may go on past the comment's end
+        (a newline in it), so the parser must quote nothing from here on, as after a secret option."""
+        if any(is_secret(m.group(1)) for m in _OPTION_IN_COMMENT.finditer(comment)):
+            self.secret_in_comment = True
+
     def _skip_blanks_and_comments(self) -> None:
         text, n = self.text, len(self.text)
         while self.pos < n:
@@ -65,14 +75,17 @@ class Lexer:
             if ord(c) <= 0x20:
                 self.pos += 1
             elif text.startswith("//", self.pos):
+                start = self.pos
                 while self.pos < n and text[self.pos] not in "\r\n":
                     self.pos += 1
+                self._note_secret(text[start : self.pos])
             elif text.startswith("/*", self.pos):
                 close = text.find("*/", self.pos + 2)
                 if close < 0:
                     raise self.fail(
                         "comment opened with '/*' is not closed", self.line_at(self.pos), "close it with '*/'"
                     )
+                self._note_secret(text[self.pos : close])
                 self.pos = close + 2
             else:
                 return

@@ -16,7 +16,8 @@ from kmirror.config.client import ClientConfig
 from kmirror.config.properties import load_properties
 from kmirror.config.safety import Role
 from kmirror.config.translate import translate
-from kmirror.config.validate import finish, validate_with_librdkafka
+from kmirror.config.validate import check_unknown_keys, finish, validate_with_librdkafka
+from kmirror.errors import Problems
 
 
 def maps_to(key: str, role: Role, target: str) -> bool:
@@ -38,12 +39,15 @@ def load_client_config(
     env: Mapping[str, str] | None = None,
     validate: bool = True,
     fallback: Mapping[str, str] | None = None,
+    problems: Problems | None = None,
 ) -> ClientConfig:
     """Read, translate, make safe and check one consumer or producer properties file.
 
     `role` None: taken from the file (:func:`role_of`), for files that only carry connection settings
     (`kmirror lag --command-config`, the audit's). `fallback`: librdkafka settings used where the file
-    sets neither the key nor a Java key translated to it (e.g. brokers given on the command line)."""
+    sets neither the key nor a Java key translated to it (e.g. brokers given on the command line).
+    Every problem of the file is found in one pass: raised together, or added to `problems` when given
+    (then the configuration returned may be partial; a file that cannot be read at all still raises)."""
     origin = str(path)
     notes: list[str] = []  # how non-ASCII bytes were read
     props = load_properties(path, notes, kind=f"{role or 'client'} properties")
@@ -51,8 +55,16 @@ def load_client_config(
     for key, value in (fallback or {}).items():
         if not any(maps_to(k, role, key) for k in props):
             props[key] = value
-    cfg = finish(translate(props, role, origin, env), allow_unsafe=allow_unsafe)
+    # Every problem of the file in one pass: translation, safety, then librdkafka's own check.
+    found = Problems()
+    cfg = finish(translate(props, role, origin, env, found), allow_unsafe=allow_unsafe, problems=found)
     cfg.notes[:0] = notes
     if validate:
-        validate_with_librdkafka(cfg)
+        with found.check():
+            # A file with problems already: only the unknown keys (its settings need not add up yet).
+            (check_unknown_keys if found else validate_with_librdkafka)(cfg)
+    if problems is None:
+        found.raise_any()
+    else:
+        problems.found.extend(found.found)
     return cfg

@@ -51,7 +51,8 @@ REQUIRED: dict[Role, tuple[Requirement, ...]] = {
         Requirement(
             "enable.auto.commit",
             "false",
-            "auto-commit would commit offsets of records the target has not acknowledged",
+            "offsets are committed only for records the target acknowledged; auto-commit would commit "
+            "offsets of records it has not",
             _is("false"),
         ),
     ),
@@ -128,8 +129,8 @@ class Violation:
 
     def render(self) -> str:
         return (
-            f"{self.origin}: {self.key}={self.value} is unsafe ({self.why}); set {self.key}={self.required} "
-            "or pass --allow.unsafe to run anyway"
+            f"{self.origin}: {self.key}={self.value} is unsafe; set {self.key}={self.required} "
+            f"({self.why}) or pass --allow.unsafe to run anyway"
         )
 
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from kmirror.config import translation
 from kmirror.config.client import ClientConfig
+from kmirror.config.converters import check_brokers
 from kmirror.config.jaas import LoginModule, load_jaas_file, parse_jaas_config_value
 from kmirror.config.safety import Role
 from kmirror.config.secrets import MASK, is_secret
-from kmirror.errors import ConfigError
+from kmirror.errors import ConfigError, Problems
 
 
 @dataclass
@@ -27,60 +28,87 @@ class _Translation:
 
 
 def translate(
-    props: Mapping[str, str], role: Role, origin: str, env: Mapping[str, str] | None = None
+    props: Mapping[str, str],
+    role: Role,
+    origin: str,
+    env: Mapping[str, str] | None = None,
+    problems: Problems | None = None,
 ) -> ClientConfig:
-    """Translate parsed properties (no I/O beyond JAAS files named in them)."""
+    """Translate parsed properties (no I/O beyond JAAS files named in them).
+
+    Every problem is found in one pass: with `problems` given they are added to it and the (partial)
+    configuration is returned; without, they are raised together at the end."""
     env = os.environ if env is None else env
+    found = Problems() if problems is None else problems
     t = _Translation()
     for key, value in props.items():
-        rule = translation.rule_for(key, role)
-        if rule is None:
-            _put(t, key, key, value, origin)
-        elif rule.action == "refuse":
-            raise ConfigError("not supported", origin=origin, key=key, fix=rule.note)
-        elif rule.action == "ignore":
-            t.notes.append(f"{key}: ignored ({rule.note})")
-        elif rule.action == "special" and not rule.applies_to(role):
-            # Read only from the other side's file (e.g. mirror.topics.whitelist): never dropped silently.
-            raise ConfigError(
-                f"a {rule.scope} setting in a {role} file ({rule.note}); kmirror would ignore it here",
-                origin=origin,
-                key=key,
-                fix=f"move it to the {rule.scope} file"
-                + (
-                    " of the source cluster, or give the filter on the command line"
-                    if key.startswith("mirror.topics.")
-                    else ""
-                ),
-            )
-        elif rule.action == "special":
-            t.special[key] = value
-        else:
-            assert rule.target is not None
-            converted = rule.convert(value, origin) if rule.convert else value
-            if rule.target != key or converted != value:
-                t.notes.append(f"{key}={_show(key, value)} -> {rule.target}={_show(key, converted)}")
-            _put(t, key, rule.target, converted, origin)
+        try:  # (not found.check(): a context manager per key costs seconds on a 50,000-key file)
+            _translate_key(t, key, value, role, origin)
+        except ConfigError as exc:
+            found.add(exc)
     cfg = ClientConfig(origin, role, t.settings, t.notes)
-    _stores(t, origin)
-    _sasl(t, origin, env)
+    with found.check():
+        _stores(t, origin)
+    with found.check():
+        _sasl(t, origin, env)
     cfg.include = t.special.get("mirror.topics.whitelist")
     cfg.exclude = t.special.get("mirror.topics.blacklist")
     if role == "consumer" and not cfg.settings.get("group.id"):
-        raise ConfigError(
-            "no consumer group",
-            origin=origin,
-            key="group.id",
-            fix="set group.id=NAME (every kmirror process of one mirror uses the same group)",
+        found.add(
+            ConfigError(
+                "no consumer group",
+                origin=origin,
+                key="group.id",
+                fix="set group.id=NAME (every kmirror process of one mirror uses the same group)",
+            )
         )
     if not cfg.settings.get("bootstrap.servers"):
-        raise ConfigError(
-            "no brokers to connect to",
-            origin=origin,
-            key="bootstrap.servers",
-            fix="set bootstrap.servers=HOST:PORT[,HOST:PORT]",
-        )
+        if not any(key in props for key in translation.ZOOKEEPER_CONNECT):  # its refusal says it
+            found.add(
+                ConfigError(
+                    "no brokers to connect to",
+                    origin=origin,
+                    key="bootstrap.servers",
+                    fix="set bootstrap.servers=HOST:PORT[,HOST:PORT]",
+                )
+            )
+    else:
+        with found.check():
+            check_brokers(cfg.settings["bootstrap.servers"], origin, t.source_key["bootstrap.servers"])
+    if problems is None:
+        found.raise_any()
     return cfg
+
+
+def _translate_key(t: _Translation, key: str, value: str, role: Role, origin: str) -> None:
+    rule = translation.rule_for(key, role)
+    if rule is None:
+        _put(t, key, key, value, origin)
+    elif rule.action == "refuse":
+        raise ConfigError("not supported", origin=origin, key=key, fix=rule.note)
+    elif rule.action == "ignore":
+        t.notes.append(f"{key}: ignored ({rule.note})")
+    elif rule.action == "special" and not rule.applies_to(role):
+        # Read only from the other side's file (e.g. mirror.topics.whitelist): never dropped silently.
+        raise ConfigError(
+            f"a {rule.scope} setting in a {role} file ({rule.note}); kmirror would ignore it here",
+            origin=origin,
+            key=key,
+            fix=f"move it to the {rule.scope} file"
+            + (
+                " of the source cluster, or give the filter on the command line"
+                if key.startswith("mirror.topics.")
+                else ""
+            ),
+        )
+    elif rule.action == "special":
+        t.special[key] = value
+    else:
+        assert rule.target is not None
+        converted = rule.convert(value, origin) if rule.convert else value
+        if rule.target != key or converted != value:
+            t.notes.append(f"{key}={_show(key, value)} -> {rule.target}={_show(key, converted)}")
+        _put(t, key, rule.target, converted, origin)
 
 
 def _show(key: str, value: str) -> str:

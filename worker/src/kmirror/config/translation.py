@@ -40,6 +40,8 @@ class Rule:
 _ZK_FIX = (
     "ZooKeeper is not used by kmirror; set bootstrap.servers=HOST:PORT[,HOST:PORT] of the brokers instead"
 )
+_ZK_SETTING_FIX = "ZooKeeper is not used by kmirror; delete the line"
+ZOOKEEPER_CONNECT = ("zk.connect", "zookeeper.connect")
 _BYTES_NOTE = "kmirror copies raw bytes: keys and values are never (de)serialized"
 
 
@@ -78,12 +80,12 @@ RULES: tuple[Rule, ...] = (
     ),
     _refuse("zk.connect", _ZK_FIX),
     _refuse("zookeeper.connect", _ZK_FIX),
-    _refuse("zk.connectiontimeout.ms", _ZK_FIX),
-    _refuse("zk.sessiontimeout.ms", _ZK_FIX),
-    _refuse("zk.synctime.ms", _ZK_FIX),
-    _refuse("zookeeper.connection.timeout.ms", _ZK_FIX),
-    _refuse("zookeeper.session.timeout.ms", _ZK_FIX),
-    _refuse("zookeeper.sync.time.ms", _ZK_FIX),
+    _refuse("zk.connectiontimeout.ms", _ZK_SETTING_FIX),
+    _refuse("zk.sessiontimeout.ms", _ZK_SETTING_FIX),
+    _refuse("zk.synctime.ms", _ZK_SETTING_FIX),
+    _refuse("zookeeper.connection.timeout.ms", _ZK_SETTING_FIX),
+    _refuse("zookeeper.session.timeout.ms", _ZK_SETTING_FIX),
+    _refuse("zookeeper.sync.time.ms", _ZK_SETTING_FIX),
     _rename("receive.buffer.bytes", "socket.receive.buffer.bytes"),
     _rename("send.buffer.bytes", "socket.send.buffer.bytes"),
     _rename(
@@ -293,7 +295,7 @@ RULES: tuple[Rule, ...] = (
 
 BY_KEY: dict[str, Rule] = {r.key: r for r in RULES}
 # Pattern families that have no single key.
-REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (("zk.", _ZK_FIX), ("zookeeper.", _ZK_FIX))
+REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (("zk.", _ZK_SETTING_FIX), ("zookeeper.", _ZK_SETTING_FIX))
 
 
 def rule_for(key: str, role: str) -> Rule | None:

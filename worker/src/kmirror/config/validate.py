@@ -8,29 +8,39 @@ from collections.abc import Mapping
 from kmirror.config import safety
 from kmirror.config.capture import captured_log
 from kmirror.config.client import ClientConfig, client_conf
-from kmirror.errors import ConfigError, one_line
+from kmirror.errors import ConfigError, Problems, one_line
 
 
-def finish(cfg: ClientConfig, *, allow_unsafe: bool) -> ClientConfig:
+def finish(cfg: ClientConfig, *, allow_unsafe: bool, problems: Problems | None = None) -> ClientConfig:
     """Apply :mod:`kmirror.config.safety`: refuse engine-owned keys and (unless allowed) unsafe values.
 
     Also refuse what librdkafka cannot take as it is (whichever step it came from, e.g. a JAAS option's
     ``\\0`` escape): a NUL character, where librdkafka would cut the value, and a lone UTF-16 surrogate,
-    which has no UTF-8 form (confluent-kafka crashes on it)."""
+    which has no UTF-8 form (confluent-kafka crashes on it). Every problem is reported: added to
+    `problems` when given, else raised together."""
+    found = Problems() if problems is None else problems
     for key, value in cfg.settings.items():
-        _refuse_unusable(key, value, cfg.origin)
+        try:
+            _refuse_unusable(key, value, cfg.origin)
+        except ConfigError as exc:
+            found.add(exc)
     for key, value in safety.ENGINE_OWNED[cfg.role].items():
         if key in cfg.settings and cfg.settings[key].strip().lower() != value:
-            raise ConfigError(
-                f"kmirror sets {key}={value} itself",
-                origin=cfg.origin,
-                key=key,
-                fix=f"remove {key} from the file",
+            found.add(
+                ConfigError(
+                    f"kmirror sets {key}={value} itself",
+                    origin=cfg.origin,
+                    key=key,
+                    fix=f"remove {key} from the file",
+                )
             )
     cfg.violations = safety.violations(cfg.settings, cfg.role, cfg.origin)
-    if cfg.violations and not allow_unsafe:
-        raise ConfigError(cfg.violations[0].render())
+    if not allow_unsafe:
+        for v in cfg.violations:
+            found.add(ConfigError(v.render()))
     cfg.settings = safety.apply(cfg.settings, cfg.role)
+    if problems is None:
+        found.raise_any()
     return cfg
 
 
@@ -146,6 +156,28 @@ def _refusal(exc: Exception, conf: Mapping[str, object], origin: str) -> ConfigE
     )
 
 
+def _checkable(cfg: ClientConfig) -> dict[str, object]:
+    """The settings librdkafka is asked about, offline. Values :func:`finish` refused as unusable are
+    left out: the client would cut or crash on them."""
+    conf: dict[str, object] = {
+        k: v
+        for k, v in client_conf(cfg.settings).items()
+        if k != "bootstrap.servers" and not _UNUSABLE.search(k) and not _UNUSABLE.search(str(v))
+    }
+    if cfg.role == "consumer":
+        conf.setdefault("group.id", "kmirror-check")  # a missing group.id is reported on its own
+    return conf
+
+
+def check_unknown_keys(cfg: ClientConfig) -> None:
+    """Only the keys librdkafka does not know (for a file with other problems already, whose settings
+    as a whole need not make sense yet)."""
+    conf = _checkable(cfg)
+    unknown = [k for k in conf if _is_unknown(k, conf[k])]
+    if unknown:
+        raise _unknown_keys(unknown, cfg.origin)
+
+
 def validate_with_librdkafka(cfg: ClientConfig) -> None:
     """Let librdkafka check every key and value, offline (no bootstrap servers, nothing connects).
 
@@ -153,7 +185,7 @@ def validate_with_librdkafka(cfg: ClientConfig) -> None:
     """
     from confluent_kafka import Consumer, KafkaException, Producer
 
-    conf = {k: v for k, v in client_conf(cfg.settings).items() if k != "bootstrap.servers"}
+    conf = _checkable(cfg)
     if "sasl.kerberos.keytab" in conf:
         # Offline: no background kinit into the user's ticket cache (kmirror.config.kerberos logs in
         # for real).
