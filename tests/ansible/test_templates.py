@@ -378,6 +378,14 @@ def test_command_line_of_an_instance(render):
     ]
 
 
+def test_command_line_with_json_logs_is_accepted_by_the_worker(render):
+    argv = exec_start(render, source(), kmirror_log_format="json")
+    assert argv[-2:] == ["--log.format", "json"]
+    from kmirror.options import build_parser
+
+    assert build_parser().parse_args(argv[1:]).log_format == "json"
+
+
 def test_command_line_with_group_offset_sync(render):
     argv = exec_start(render, source(groups="pay.*,billing", sync_group_offsets_interval_ms=30000))
     assert argv[argv.index("--groups") + 1] == "pay.*,billing"

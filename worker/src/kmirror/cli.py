@@ -65,7 +65,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
 def cmd_run(a: argparse.Namespace) -> int:
     from kmirror.mirror import runner
 
-    runner.setup_logging(a.log_level)
+    runner.setup_logging(a.log_level, a.log_format)
     plan = build_plan(_options(a))
     # The metrics port is taken first, before anything connects or starts: a port in use or an address not
     # of this host is one line and exit 2, and nothing has started.
@@ -84,7 +84,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.streams_per_source,
         plan.producer.settings.get("bootstrap.servers"),
     )
-    return runner.run(plan.stream_specs(), a.log_level, collector, group_syncs=plan.group_syncs())
+    return runner.run(
+        plan.stream_specs(), a.log_level, collector, group_syncs=plan.group_syncs(), log_format=a.log_format
+    )
 
 
 def _report(cfg: ClientConfig, name: str | None, topics: TopicFilter | None = None) -> dict[str, object]:

@@ -9,6 +9,7 @@ from kmirror import __version__, audit
 from kmirror.commandline import add_command, top_parser
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
+from kmirror.mirror.logformat import FORMATS as LOG_FORMATS
 from kmirror.mirror.metrics import DEFAULT_ADDRESS as DEFAULT_METRICS_ADDRESS
 from kmirror.mirror.plan import (
     DEFAULT_NUM_PRODUCERS,
@@ -235,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default INFO",
+    )
+    run.add_argument(
+        "--log.format",
+        dest="log_format",
+        default="text",
+        choices=list(LOG_FORMATS),
+        help="text (default: TIME LEVEL PROCESS LOGGER: MESSAGE) or json (one object per line with time, "
+        "level, process, logger, message and exception, for log shippers)",
     )
 
     check = sub.add_parser(

@@ -77,7 +77,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         self._short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
         self._config_sync: topics.ConfigSync | None = None
         self._committed: dict[tuple[str, int], int] = {}
-        self._last_stats: metrics.Snapshot | None = None
+        # The first stats line's rate is over the time since the stream started (an empty snapshot of then).
+        self._last_stats: metrics.Snapshot | None = metrics.Snapshot(spec.source, spec.index)
         self.consumer: Consumer | None = None
         self.producers: list[Producer] = []
         # Target outages (slow path only): when the stream became blocked (monotonic and wall clock),

@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from kmirror.errors import ConfigError, KmirrorError, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
 from kmirror.mirror.engine import Stream, StreamSpec
+from kmirror.mirror.logformat import setup_logging
 from kmirror.mirror.metrics import DEFAULT_ADDRESS, Collector, Snapshot
 
 log = logging.getLogger(__name__)
@@ -45,13 +46,6 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 EXIT_OK = 0
 EXIT_ERROR = 1
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s"
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
-    logging.getLogger("kmirror.librdkafka").setLevel(logging.WARNING)
 
 
 class FirstError:
@@ -128,9 +122,13 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _child(
-    spec: StreamSpec, level: str, parent: int, reports: Queue[Snapshot] | None, rebalances: Synchronized[int]
+    spec: StreamSpec,
+    logs: tuple[str, str],
+    parent: int,
+    reports: Queue[Snapshot] | None,
+    rebalances: Synchronized[int],
 ) -> None:
-    setup_logging(level)
+    setup_logging(*logs)
     _die_with_parent(parent)
 
     def count() -> None:
@@ -194,6 +192,7 @@ def run(
     level: str = "INFO",
     collector: Collector | None = None,
     group_syncs: list[GroupSync] | None = None,
+    log_format: str = "text",
 ) -> int:
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
     first, so that a port it cannot take stops the run before anything starts), None without one."""
@@ -230,7 +229,9 @@ def run(
         threading.Thread(target=_pump, args=(reports, collector), daemon=True, name="metrics").start()
     counters: list[Synchronized[int]] = [ctx.Value("i", 0) for _ in specs]
     procs = [
-        ctx.Process(target=_child, args=(s, level, os.getpid(), reports, c), name=f"stream-{s.label}")
+        ctx.Process(
+            target=_child, args=(s, (level, log_format), os.getpid(), reports, c), name=f"stream-{s.label}"
+        )
         for s, c in zip(specs, counters, strict=True)
     ]
     stopping = False
