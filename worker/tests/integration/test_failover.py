@@ -561,11 +561,13 @@ def test_failover_tables_agree_with_kafkas_own_tools(tmp_path, workers):
         create_topic(src, "ledger", 3)
         create_topic(tgt, "ledger", 3)
         prefill_unrelated(tgt, "ledger", 3)
-        batched = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 20, "batch.num.messages": 100})
         sent = 0
 
         def produce_batched(n: int) -> None:
             nonlocal sent
+            batched = Producer(
+                {"bootstrap.servers": src.bootstrap, "linger.ms": 20, "batch.num.messages": 100}
+            )
             for i in range(sent, sent + n):
                 for p in range(3):
                     batched.produce("ledger", b"ledger:%d:%d" % (p, i), b"k%d" % (i % 5), p)
