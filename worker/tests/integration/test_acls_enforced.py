@@ -179,14 +179,14 @@ def mirror_files(tmp_path: Path, clusters: dict[str, KafkaCluster]) -> tuple[Pat
     return consumer, producer
 
 
-def mirror_args(consumer: Path, producer: Path) -> list[str]:
+def mirror_args(consumer: Path, producer: Path, streams: int = 1) -> list[str]:
     return run_args(
         consumer,
         producer,
         "--whitelist",
         WHITELIST,
         "--num.streams",
-        "1",
+        str(streams),
         "--groups",
         SYNCED,
         "--sync.group.offsets.interval.ms",
@@ -482,6 +482,47 @@ def test_each_removed_acl(
                 assert not isinstance(spans, str), spans
         acl = f"{bd['operation']} on {bd['resource_type']} {bd['pattern_type']} {bd['name']!r}"
         print(f"without {acl} ({side}): {what}")
+    finally:
+        for f in admin.create_acls([binding]).values():
+            f.result()
+
+
+def test_a_removed_acl_is_one_line_with_several_stream_processes(
+    tmp_path: Path, clusters: dict[str, KafkaCluster], granted: dict[str, list[dict[str, str]]]
+) -> None:
+    """Two stream processes both refused READ on the source topics: still one ERROR line for the whole
+    run (the streams share the "said" flag; the supervisor only says, at INFO, that it stops them)."""
+    (bd,) = [
+        b
+        for b in granted["source"]
+        if (b["resource_type"], b["name"], b["operation"]) == ("TOPIC", "acl", "READ")
+    ]
+    binding = acl_module.to_kafka(bindings_mod.Binding(**bd))
+    admin = AdminClient(admin_conf(clusters["source"]))
+    flt = AclBindingFilter(
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission_type,
+    )
+    (deleted,) = admin.delete_acls([flt]).values()
+    assert len(deleted.result()) == 1
+    try:
+        topic = "acl.rm-two-streams"
+        create_topic(clusters["source"], topic, 4)
+        produce(clusters["source"], make_records(topic, 4, 5))
+        consumer, producer = mirror_files(tmp_path, clusters)
+        w = Worker(tmp_path, mirror_args(consumer, producer, streams=2))
+        try:
+            rc = w.proc.wait(STALL_S)
+        finally:
+            if w.proc.poll() is None:
+                w.stop(signal.SIGTERM, 60)
+        line = one_error(w.log())
+        assert rc == 2 and re.search(rf"{SRC} READ TOPIC {TOPIC}", line), w.log()
     finally:
         for f in admin.create_acls([binding]).values():
             f.result()

@@ -35,7 +35,7 @@ from types import FrameType
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
 
-from kmirror.errors import ConfigError, KmirrorError, one_line
+from kmirror.errors import ConfigError, KmirrorError, SendFailure, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
 from kmirror.mirror.engine import Stream, StreamSpec
 from kmirror.mirror.logformat import setup_logging
@@ -46,18 +46,26 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 EXIT_OK = 0
 EXIT_ERROR = 1
+# Exit codes of a stream that has logged its cause itself: configuration or authorization (2), a record
+# that could not be delivered (3). (1 may be a crash whose cause only the supervisor's line reports.)
+REPORTED_EXITS = (ConfigError.exit_code, SendFailure.exit_code)
 
 
 class FirstError:
-    """Said once: a run in one process whose stream and group sync both stop on an error logs one line."""
+    """Said once: a run whose streams (threads or processes) and group syncs stop on an error logs one
+    ERROR line, the first one's (`shared`: a flag the stream processes share with the supervisor)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Synchronized[int] | None = None) -> None:
         self._lock = threading.Lock()
         self._said = False
+        self._shared = shared
 
     def claim(self) -> bool:
         with self._lock:
             first, self._said = not self._said, True
+        if first and self._shared is not None:
+            with self._shared.get_lock():
+                first, self._shared.value = self._shared.value == 0, 1
         return first
 
 
@@ -126,8 +134,10 @@ def _child(
     logs: tuple[str, str],
     parent: int,
     reports: Queue[Snapshot] | None,
-    rebalances: Synchronized[int],
+    shared: tuple[Synchronized[int], Synchronized[int]],
 ) -> None:
+    """A stream process. `shared`: its rebalance counter, and the run's flag "an ERROR line was said"."""
+    rebalances, said = shared
     setup_logging(*logs)
     _die_with_parent(parent)
 
@@ -135,7 +145,11 @@ def _child(
         with rebalances.get_lock():
             rebalances.value += 1
 
-    sys.exit(run_stream(spec, reports.put if reports is not None else None, count, interrupt=False))
+    sys.exit(
+        run_stream(
+            spec, reports.put if reports is not None else None, count, interrupt=False, said=FirstError(said)
+        )
+    )
 
 
 def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
@@ -197,7 +211,9 @@ def run(
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
     first, so that a port it cannot take stops the run before anything starts), None without one."""
     refusals: list[KmirrorError] = []
-    said = FirstError()
+    ctx = multiprocessing.get_context("spawn")
+    said_flag: Synchronized[int] = ctx.Value("i", 0)  # an ERROR line was logged (by any stream process)
+    said = FirstError(said_flag)
     if group_syncs:  # threads of this (supervisor) process; daemons, they end with it
         stop_syncs = threading.Event()
 
@@ -223,14 +239,15 @@ def run(
     if len(specs) == 1:
         code = run_stream(specs[0], collector.update if collector else None, said=said)
         return refusals[0].exit_code if refusals and code == EXIT_OK else code
-    ctx = multiprocessing.get_context("spawn")
     reports: Queue[Snapshot] | None = ctx.Queue() if collector else None
     if reports is not None and collector is not None:
         threading.Thread(target=_pump, args=(reports, collector), daemon=True, name="metrics").start()
     counters: list[Synchronized[int]] = [ctx.Value("i", 0) for _ in specs]
     procs = [
         ctx.Process(
-            target=_child, args=(s, (level, log_format), os.getpid(), reports, c), name=f"stream-{s.label}"
+            target=_child,
+            args=(s, (level, log_format), os.getpid(), reports, (c, said_flag)),
+            name=f"stream-{s.label}",
         )
         for s, c in zip(specs, counters, strict=True)
     ]
@@ -283,7 +300,10 @@ def run(
                 # Stopped before it installed its handler, i.e. before it read anything: nothing to commit.
                 code = EXIT_OK
             if code != EXIT_OK or not stopping:
-                log.error(
+                # A stream that exits with an error code has logged why (the run's one ERROR line, or
+                # the same cause already said by another): the supervisor only says what it does.
+                log.log(
+                    logging.INFO if code in REPORTED_EXITS else logging.ERROR,
                     "%s exited with code %s%s",
                     p.name,
                     code,
