@@ -3,20 +3,21 @@
 What the MirrorMaker reference documents ask for, for the mirror's own principal (never the brokers'):
 
 * on the **source** cluster: READ and DESCRIBE on the mirrored topics, READ on the mirror's consumer group;
-  plus DESCRIBE_CONFIGS on those topics, because kmirror copies each topic's effective configs (every config
-  the source describes, minus read-only, sensitive and cluster-specific ones:
-  ``kmirror.mirror.topics``) when it
-  creates the destination topic and keeps copying changes while it mirrors;
+  plus DESCRIBE_CONFIGS on those topics, because kmirror copies the configs set on each source topic
+  (minus read-only, sensitive and cluster-specific ones: ``kmirror.mirror.topics.replicable_configs``) when
+  it creates the destination topic and keeps copying changes while it mirrors;
 * on the **target** cluster: WRITE, DESCRIBE and CREATE on the mirrored topics, DESCRIBE_CONFIGS and
   ALTER_CONFIGS on them (the destination topic configs are kept equal to the source's by incremental alter
-  configs), and ALTER on them (partitions a source topic gains are added by create partitions); plus
-  IDEMPOTENT_WRITE on the cluster, only needed by brokers older than Kafka 2.8, when asked for.
+  configs), ALTER on them (partitions a source topic gains are added by create partitions), and READ on
+  them (``kmirror audit`` reads the copy with the mirror's producer file to prove it complete; a failover
+  sync point reads a target partition's end); plus IDEMPOTENT_WRITE on the cluster, only needed by brokers
+  older than Kafka 2.8, when asked for.
 
 With failover offset sync (the source's ``groups``, ``kmirror run --groups``; docs/failover.md), also: on
 the source DESCRIBE on the synced groups (their committed offsets are read); on the target READ and
-DESCRIBE on those groups (translated offsets are committed when no member is active), READ on the mirrored
-topics (a sync point reads the target partition's end) and CREATE, DESCRIBE, READ, WRITE on kmirror's
-sync topic ``__kmirror-offset-syncs``. The groups regex is turned into patterns like a whitelist.
+DESCRIBE on those groups (translated offsets are committed when no member is active) and CREATE,
+DESCRIBE, READ, WRITE on kmirror's sync topic ``__kmirror-offset-syncs``. The groups regex is turned into
+patterns like a whitelist.
 
 Topics are named by MirrorMaker's whitelist, read with the worker's own grammar (``kmirror.config.filters``:
 white space and surrounding quotes dropped, a comma means ``|``, the regex must compile), so the grant
@@ -46,10 +47,17 @@ except ImportError as exc:  # reported by topic_patterns, the only user
 
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 SOURCE_GROUP_OPERATIONS = ("READ",)
-TARGET_TOPIC_OPERATIONS = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER")
+TARGET_TOPIC_OPERATIONS = (
+    "WRITE",
+    "DESCRIBE",
+    "CREATE",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "ALTER",
+    "READ",
+)
 SYNC_SOURCE_GROUP_OPERATIONS = ("DESCRIBE",)
 SYNC_TARGET_GROUP_OPERATIONS = ("READ", "DESCRIBE")
-SYNC_TARGET_TOPIC_OPERATIONS = ("READ",)
 # Equal to kmirror.failover.offsetsync.SYNC_TOPIC (tests/ansible/test_acls.py checks it); kept here so the
 # bindings need no more of the worker than its filter grammar.
 SYNC_TOPIC = "__kmirror-offset-syncs"
@@ -245,10 +253,6 @@ def bindings(
         ops = SYNC_SOURCE_GROUP_OPERATIONS if side == "source" else SYNC_TARGET_GROUP_OPERATIONS
         out += [Binding("GROUP", name, kind, principal, host, op) for kind, name in synced for op in ops]
         if side == "target":
-            for kind, name in topics:
-                out += [
-                    Binding("TOPIC", name, kind, principal, host, op) for op in SYNC_TARGET_TOPIC_OPERATIONS
-                ]
             out += [
                 Binding("TOPIC", SYNC_TOPIC, "LITERAL", principal, host, op) for op in SYNC_TOPIC_OPERATIONS
             ]
