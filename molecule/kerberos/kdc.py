@@ -7,7 +7,7 @@
 ``up`` creates a realm database in DIR (kdb5_util), adds the brokers' service principal
 ``kafka/HOST`` and every PRINCIPAL given (random keys, kadmin.local), exports one keytab per principal
 into DIR/keytabs/<primary>.keytab (mode 0600, as an operator keeps them on the controller; the service
-principal's is for the SASL front, molecule/shared/gssapi_front.py), and starts ``krb5kdc`` listening
+principal's is the brokers' own, for their GSSAPI listener), and starts ``krb5kdc`` listening
 on HOST:PORT (TCP and UDP, a free port) only. Tickets live at most MAX_LIFE (kdc.conf ``max_life``; a
 few minutes proves that clients renew them). It prints and writes DIR/kdc.json: {realm, kdc:
 "HOST:PORT", service_principal, service_keytab, krb5_conf, keytabs: {principal: path}}.

@@ -40,7 +40,6 @@ APT = [
     "krb5-kdc",
     "krb5-admin-server",
     "krb5-user",
-    "libkrb5-dev",
     "librdkafka-dev",
     "libsasl2-dev",
     "libsasl2-modules-gssapi-mit",
