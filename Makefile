@@ -20,10 +20,10 @@ help: ## this list: every target with one line
 $(STAMP): worker/pyproject.toml requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e 'worker[embedded,audit]' -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet -e 'worker[audit]' -r requirements-dev.txt
 	touch $@
 
-install: $(STAMP) kafka-install ## the project venv (.venv): the worker with its embedded and audit extras, test tools, Apache Kafka's jars
+install: $(STAMP) kafka-install ## the project venv (.venv): the worker with its audit extra, test tools, Apache Kafka's jars
 
 # Apache Kafka's jars (4.3 for the brokers, tools and MirrorMaker 2; 3.9 for MirrorMaker 1 and the version
 # tests), pinned in worker/src/kmirror/testing/poms/ and fetched once by Maven into ~/.cache/kmirror/kafka.
