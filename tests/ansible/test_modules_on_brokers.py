@@ -167,9 +167,22 @@ def test_kmirror_topic_check_mode_then_create_then_idempotent(brokers, files, ca
 
 
 def create(bootstrap: str, name: str, partitions: int, config: dict[str, str], replication: int = 1) -> None:
+    """Create a topic and wait until every node of the cluster lists it with a leader for each partition
+    (CreateTopics answers once the controller has it; another node's metadata may lag behind, and a
+    module run right after asks any node)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(name, partitions, replication, config=config)]).values():
         fut.result()
+    deadline = time.monotonic() + 60
+    for node in bootstrap.split(","):
+        one = AdminClient({"bootstrap.servers": node})
+        while True:
+            t = one.list_topics(name, timeout=10).topics.get(name)
+            listed = t is not None and t.error is None and len(t.partitions) == partitions
+            if listed and all(p.leader >= 0 for p in t.partitions.values()):
+                break
+            assert time.monotonic() < deadline, f"{name} not listed by {node} within 60 s"
+            time.sleep(0.2)
 
 
 def overrides(bootstrap: str, topic: str) -> dict[str, str]:
