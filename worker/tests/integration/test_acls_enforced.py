@@ -378,6 +378,25 @@ CONFIG_CHANGED = {("target", "TOPIC", "acl", "ALTER_CONFIGS")}
 STALL_S = 60.0  # a bound, not an expectation: the stops measured take 4-22 s on a loaded machine
 
 
+def revoke(cluster: KafkaCluster, bd: dict[str, str]) -> tuple[Any, AdminClient]:
+    """Delete one of the role's bindings (granted by the fixture); returns it and the admin client that
+    grants it back."""
+    binding = acl_module.to_kafka(bindings_mod.Binding(**bd))
+    admin = AdminClient(admin_conf(cluster))
+    flt = AclBindingFilter(
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission_type,
+    )
+    (deleted,) = admin.delete_acls([flt]).values()
+    assert len(deleted.result()) == 1
+    return binding, admin
+
+
 def one_error(log: str) -> str:
     errors = [line for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line]
     assert len(errors) == 1 and "Traceback" not in log, log
@@ -398,19 +417,7 @@ def test_each_removed_acl(
         for b in granted[side]
         if (b["resource_type"], b["name"], b["operation"]) == (resource_type, name, operation)
     ]
-    binding = acl_module.to_kafka(bindings_mod.Binding(**bd))
-    admin = AdminClient(admin_conf(cluster))
-    flt = AclBindingFilter(
-        binding.restype,
-        binding.name,
-        binding.resource_pattern_type,
-        binding.principal,
-        binding.host,
-        binding.operation,
-        binding.permission_type,
-    )
-    (deleted,) = admin.delete_acls([flt]).values()
-    assert len(deleted.result()) == 1
+    binding, admin = revoke(cluster, bd)
     if name == SYNC_TOPIC and operation == "CREATE":  # the earlier runs made it: needed only when missing
         target_admin = AdminClient({"bootstrap.servers": clusters["target"].bootstrap})
         for f in target_admin.delete_topics([SYNC_TOPIC]).values():
@@ -497,19 +504,7 @@ def test_a_removed_acl_is_one_line_with_several_stream_processes(
         for b in granted["source"]
         if (b["resource_type"], b["name"], b["operation"]) == ("TOPIC", "acl", "READ")
     ]
-    binding = acl_module.to_kafka(bindings_mod.Binding(**bd))
-    admin = AdminClient(admin_conf(clusters["source"]))
-    flt = AclBindingFilter(
-        binding.restype,
-        binding.name,
-        binding.resource_pattern_type,
-        binding.principal,
-        binding.host,
-        binding.operation,
-        binding.permission_type,
-    )
-    (deleted,) = admin.delete_acls([flt]).values()
-    assert len(deleted.result()) == 1
+    binding, admin = revoke(clusters["source"], bd)
     try:
         topic = "acl.rm-two-streams"
         create_topic(clusters["source"], topic, 4)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from reference_samples import ZK_CONSUMER as REFERENCE_CONSUMER
+from reference_samples import ZK_PRODUCER as REFERENCE_PRODUCER
 
 from kmirror.cli import main
 from kmirror.config import load_client_config
@@ -17,25 +19,6 @@ from kmirror.config.converters import check_brokers
 from kmirror.errors import ConfigError, ConfigProblems, Problems
 
 pytestmark = pytest.mark.usefixtures("cli_checks_only")  # worker/tests/unit/conftest.py
-
-# The sample pair of the reference documents (Kafka 0.7-era MirrorMaker, offsets in ZooKeeper).
-REFERENCE_CONSUMER = """\
-zk.connect=hdp1:2181/kafka
-zk.connectiontimeout.ms=1000000
-consumer.timeout.ms=-1
-groupid=dp-MirrorMaker-test-datapl
-shallow.iterator.enable=true
-mirror.topics.whitelist=app_log
-"""
-REFERENCE_PRODUCER = """\
-zk.connect=hdp1:2181/kafka-test
-producer.type=async
-compression.codec=0
-serializer.class=kafka.serializer.DefaultEncoder
-max.message.size=10000000
-queue.time=1000
-queue.enqueueTimeout.ms=-1
-"""
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reference_samples import ZK_PRODUCER
 
 from kmirror.cli import main
 from kmirror.config import load, safety, translation
@@ -39,15 +40,6 @@ bootstrap.servers=127.0.0.1:1
 acks=1
 batch.size=100
 client.id=mirror_maker_producer
-"""
-ZK_PRODUCER = """\
-zk.connect=hdp1:2181/kafka-test
-producer.type=async
-compression.codec=0
-serializer.class=kafka.serializer.DefaultEncoder
-max.message.size=10000000
-queue.time=1000
-queue.enqueueTimeout.ms=-1
 """
 
 

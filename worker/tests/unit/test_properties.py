@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_samples import ZK_PRODUCER
 
 from kmirror.config.properties import (
     MAX_FILE_BYTES,
@@ -29,15 +30,7 @@ mirror.topics.whitelist=app_log
 client.id=mirror_maker_consumer
 """
 
-LEGACY_PRODUCER = """\
-zk.connect=hdp1:2181/kafka-test
-producer.type=async
-compression.codec=0
-serializer.class=kafka.serializer.DefaultEncoder
-max.message.size=10000000
-queue.time=1000
-queue.enqueueTimeout.ms=-1
-"""
+LEGACY_PRODUCER = ZK_PRODUCER
 
 
 def test_legacy_mirrormaker_consumer_config() -> None:
