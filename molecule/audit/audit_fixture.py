@@ -27,8 +27,7 @@ def clusters(state: Path) -> dict[str, str]:
 
 
 def produce(bootstrap: str, records: list[tuple[int, bytes, bytes, int]]) -> None:
-    # One record per batch: the test broker's high watermark is then the true end of the log.
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    p = Producer({"bootstrap.servers": bootstrap})
     for partition, key, value, ts in records:
         p.produce(TOPIC, value, key, partition, timestamp=ts)
     if p.flush(30):
