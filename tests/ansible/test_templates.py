@@ -386,6 +386,18 @@ def test_command_line_with_json_logs_is_accepted_by_the_worker(render):
     assert build_parser().parse_args(argv[1:]).log_format == "json"
 
 
+@pytest.mark.parametrize(("value", "expected"), [(None, None), (True, None), (False, "false")])
+def test_command_line_static_membership_opt_out(render, value, expected):
+    src = source() if value is None else source(static_membership=value)
+    argv = exec_start(render, src)
+    got = argv[argv.index("--static.membership") + 1] if "--static.membership" in argv else None
+    assert got == expected
+    from kmirror.options import build_parser
+
+    parsed = build_parser().parse_args(argv[1:]).static_membership
+    assert parsed is (expected != "false")  # static is the worker's default
+
+
 def test_command_line_with_group_offset_sync(render):
     argv = exec_start(render, source(groups="pay.*,billing", sync_group_offsets_interval_ms=30000))
     assert argv[argv.index("--groups") + 1] == "pay.*,billing"
