@@ -34,6 +34,7 @@ from typing import Any
 
 from confluent_kafka import (
     Consumer,
+    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -41,6 +42,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from kmirror.authorization import authorization_error
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
 from kmirror.failover.offsetsync import SYNC_TOPIC
@@ -247,7 +249,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
                 self._commit_positions(None)
                 next_commit = now + commit_every
             if now >= next_refresh:
-                self._refresh_topics()
+                self._refresh_topics_again()
                 next_refresh = now + refresh_every
             if now >= next_stats:
                 self._log_stats()
@@ -356,6 +358,21 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         for tp in todo:
             self._committed[(tp.topic, tp.partition)] = tp.offset
         self.snap.commits += 1
+
+    def _refresh_topics_again(self) -> None:
+        """A topic refresh while mirroring. A request that failed on the way (a broker that closed the
+        connection, as Kafka does at the end of every SASL session, or one that did not answer in time)
+        is logged and asked again at the next refresh; the records keep flowing meanwhile. A refusal for
+        lack of an ACL and a fatal error stop the stream, as at its start."""
+        try:
+            self._refresh_topics()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not isinstance(err, KafkaError) or err.fatal() or authorization_error(exc) is not None:
+                raise
+            log.warning(
+                "%s: topic refresh failed (%s); asked again at the next refresh", self.spec.label, err.str()
+            )
 
     # ------------------------------------------------------------------ reporting
 
