@@ -149,6 +149,7 @@ class Mirror:
     source: KafkaCluster
     target: KafkaCluster
     topic: str
+    group: str
     traffic: LiveTraffic
     worker: Worker
     timings: dict[str, float]
@@ -176,7 +177,7 @@ def mirror(
     )
     workers.append(worker)
     with LiveTraffic(source, topic, PARTITIONS, rate_per_s=RATE) as traffic:
-        m = Mirror(source, target, topic, traffic, worker, {})
+        m = Mirror(source, target, topic, group, traffic, worker, {})
         # Faults start once the group has settled: a rebalance under way when the target stops answering
         # gives up the revoked partitions uncommitted and the new owner mirrors them again (at-least-once),
         # which would mix consumer-side duplicates into what the target-side tests check of the producer.
@@ -221,18 +222,36 @@ def duplicates_per_partition(records: list[Rec]) -> dict[int, int]:
     return {p: len(rs) - len({r.content for r in rs}) for (_, p), rs in sorted(by_partition(records).items())}
 
 
-def kill_leader_and_restart(m: Mirror, side: KafkaCluster) -> int:
-    """SIGKILL the leader of partition 0 on `side`; the mirror must keep copying on every partition while
-    it is down (after a new leader took over); start it again and wait until it is in every ISR."""
-    killed = leader(side, m.topic, 0)
-    assert killed in {n.node_id for n in side.nodes}, f"no leader of {m.topic}/0 on {side.name}"
+def coordinator(cluster: KafkaCluster, group: str) -> int:
+    """The node coordinating `group` (-1: no answer)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "logger": QUIET})
+    try:
+        return int(admin.describe_consumer_groups([group], request_timeout=5)[group].result().coordinator.id)
+    except KafkaException:
+        return -1
+
+
+def kill_leader_and_restart(m: Mirror, side: KafkaCluster, role: str = "leader") -> int:
+    """SIGKILL the leader of partition 0 on `side` (role "leader") or the source group's coordinator (role
+    "coordinator"); the mirror must keep copying on every partition while it is down (after another node
+    took over); start it again and wait until it is in every ISR."""
+    if role == "leader":
+        what = f"a new leader of {m.topic}/0 on {side.name}"
+
+        def now() -> int:
+            return leader(side, m.topic, 0)
+    else:
+        what = f"a new coordinator of group {m.group} on {side.name}"
+
+        def now() -> int:
+            return coordinator(side, m.group)
+
+    killed = now()
+    assert killed in {n.node_id for n in side.nodes}, f"no {role} on {side.name}"
     side.kill_node(killed, signal.SIGKILL)
     t = time.monotonic()
-    m.timings["new leader"] = wait_until_alive(
-        m.worker,
-        lambda: leader(side, m.topic, 0) not in (killed, -1),
-        FLOW_BOUND_S,
-        f"a new leader of {m.topic}/0 on {side.name}",
+    m.timings[f"new {role}"] = wait_until_alive(
+        m.worker, lambda: now() not in (killed, -1), FLOW_BOUND_S, what
     )
     m.timings["flowing with the node down"] = wait_flowing(m.target, m.topic, m.worker, "with a node down")
     m.timings["node down"] = time.monotonic() - t
@@ -247,6 +266,16 @@ def kill_leader_and_restart(m: Mirror, side: KafkaCluster) -> int:
 def test_source_leader_killed(mirror: Mirror) -> None:
     killed = kill_leader_and_restart(mirror, mirror.source)
     finish(mirror, f"source leader (node {killed}) SIGKILLed and restarted", duplicates_allowed=True)
+
+
+def test_source_coordinator_killed(mirror: Mirror) -> None:
+    """The group's coordinator dies: the static members' sessions time out before another node takes the
+    group over, and librdkafka's own rejoin fences its consumer (librdkafka issue 3437). The stream joins
+    again with a new consumer instead of stopping (it stopped with exit 2 before: "fenced")."""
+    killed = kill_leader_and_restart(mirror, mirror.source, role="coordinator")
+    finish(
+        mirror, f"source group coordinator (node {killed}) SIGKILLed and restarted", duplicates_allowed=True
+    )
 
 
 def test_target_leader_killed(mirror: Mirror) -> None:

@@ -50,7 +50,7 @@ from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
-from kmirror.mirror.membership import GroupMembership
+from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
 from kmirror.mirror.spec import (
@@ -112,19 +112,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
     def run(self) -> None:
         """Mirror until stopped; raise SendFailure (nothing committed past it) or another KmirrorError."""
         spec = self.spec
-        consumer_conf: dict[str, Any] = client_conf(spec.consumer)
-        consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
-        consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
-        consumer_conf["error_cb"] = self._auth_error_cb("source")
-        source_log = quiet_repeated_logins(logging.getLogger("kmirror.librdkafka.consumer"))
-        self.consumer = Consumer(consumer_conf, logger=source_log)
-        instance = spec.consumer.get("group.instance.id")
-        log.info(
-            "%s: member of group %s (%s)",
-            spec.label,
-            spec.consumer.get("group.id"),
-            f"static, group.instance.id {instance}" if instance else "dynamic",
-        )
+        self._join()
         self.producers = []
         queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
         shares = queue_shares(queue_size, spec.num_producers)
@@ -163,7 +151,12 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         try:
             try:
                 self._refresh_topics()
-                self._loop()
+                while True:
+                    try:
+                        self._loop()
+                        break
+                    except Rejoin as exc:
+                        self._rejoin(exc)
             except (KafkaException, KmirrorError) as exc:
                 self._raise_if_unauthenticated(serve=True)  # the cause, when a login was refused
                 self._raise_if_refused(exc)
@@ -171,12 +164,17 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
             clean = self._drain(spec.shutdown_timeout_s)
             if clean:
                 self._commit_positions(None)
-            elif self._failure is not None and self._failure.source_offset is None:
-                self._failure.source_offset = self._locate(self._failure)
+            elif self._failure is not None:
+                # The records handed over before the failed one still go to the target (within the
+                # shutdown timeout): a restart then copies as few of them again as it can.
+                self._deliver_before_stop(spec.shutdown_timeout_s)
+                if self._failure.source_offset is None:
+                    self._failure.source_offset = self._locate(self._failure)
             else:
                 self.unacknowledged = sum(len(p) for p in self.producers)
         finally:
-            self.consumer.close()
+            if self.consumer is not None:
+                self.consumer.close()
             for p in self.producers:
                 p.flush(0)
             if self._offset_syncs is not None:
@@ -192,6 +190,58 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
                 spec.label,
                 self.unacknowledged,
             )
+
+    def _join(self) -> None:
+        """A consumer of the stream's group: at the start, and again after a fencing of its own doing."""
+        spec = self.spec
+        consumer_conf: dict[str, Any] = client_conf(spec.consumer)
+        consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
+        consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
+        consumer_conf["error_cb"] = self._auth_error_cb("source")
+        source_log = quiet_repeated_logins(logging.getLogger("kmirror.librdkafka.consumer"))
+        self._session = session_watch(source_log)
+        self._session.timed_out_at = None
+        self.consumer = Consumer(consumer_conf, logger=source_log)
+        instance = spec.consumer.get("group.instance.id")
+        log.info(
+            "%s: member of group %s (%s)",
+            spec.label,
+            spec.consumer.get("group.id"),
+            f"static, group.instance.id {instance}" if instance else "dynamic",
+        )
+
+    def _rejoin(self, exc: Rejoin) -> None:
+        """librdkafka fenced its own consumer (see :class:`kmirror.mirror.membership.SessionWatch`): the
+        partitions are lost, so nothing is committed; the records already handed over are delivered
+        (fewer copied twice), the consumer is closed, and a new one joins under the same
+        group.instance.id and resumes from the group's committed offsets."""
+        spec = self.spec
+        log.warning(
+            "%s; joining the group again with a new consumer: the records of its partitions since the last "
+            "commit are mirrored again",
+            exc,
+        )
+        self._deliver_before_stop(spec.shutdown_timeout_s)
+        lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
+        self._release(lost)
+        self._unsent_from.clear()
+        self._held.clear()
+        old, self.consumer = self.consumer, None
+        assert old is not None
+        try:
+            old.close()
+        except (KafkaException, RuntimeError) as close_error:  # it is fatal already: nothing to keep
+            log.debug("%s: closing the fenced consumer: %s", spec.label, close_error)
+        self._selected = {}  # the new consumer subscribes at its first refresh
+        self._join()
+        self._refresh_topics()
+
+    def _deliver_before_stop(self, timeout: float) -> None:
+        """Serve delivery reports until the producers are empty or ``timeout`` passes (error paths only:
+        nothing is committed after this)."""
+        deadline = time.monotonic() + timeout
+        for p in self.producers:
+            p.flush(max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ hot path
 

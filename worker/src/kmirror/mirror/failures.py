@@ -20,6 +20,7 @@ from confluent_kafka import (
 from kmirror.authorization import authorization_error, producer_refusal
 from kmirror.config import client_conf
 from kmirror.errors import ConfigError, KmirrorError, SendFailure
+from kmirror.mirror.membership import Rejoin
 from kmirror.mirror.spec import Failure
 from kmirror.mirror.state import StreamState
 
@@ -73,6 +74,11 @@ class SendFailures(StreamState):
             if c.get("group.instance.id") and (
                 "group.instance.id" in err.str() or "fenced" in err.str().lower()
             ):
+                if self._self_fenced():
+                    raise Rejoin(
+                        f"{self.spec.label}: fenced by its own rejoin after its group session timed out "
+                        f"({err.str()})"
+                    )
                 # Static members (the default) of one id: the newer one fences the older, which stops for
                 # good (exit 2: a restart would only fence the other one in turn).
                 raise ConfigError(

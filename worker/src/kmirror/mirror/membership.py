@@ -11,10 +11,50 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from kmirror.errors import KmirrorError
 from kmirror.health import rules as health
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
+
+
+SELF_FENCE_WINDOW_S = 60.0
+"""How long after the consumer's own session timeout a fencing is read as its own rejoin's doing."""
+
+
+class SessionWatch(logging.Filter):
+    """Notes when librdkafka says the consumer's group session timed out (its SESSTMOUT line).
+
+    With a static member, librdkafka answers its own session timeout by joining again under the same
+    group.instance.id; the coordinator gives the instance a new member id, and a request still in
+    flight with the old one comes back FENCED_INSTANCE_ID, which librdkafka makes fatal (librdkafka
+    issue 3437: a coordinator that died or stalled for longer than session.timeout.ms is enough). That
+    fencing is not another process: the stream joins again (:meth:`GroupMembership._self_fenced`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timed_out_at: float | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and args and args[0] == "SESSTMOUT":
+            self.timed_out_at = time.monotonic()
+        return True
+
+
+def session_watch(logger: logging.Logger) -> SessionWatch:
+    """``logger``'s one :class:`SessionWatch` (a process runs one stream: one watch is enough)."""
+    for f in logger.filters:
+        if isinstance(f, SessionWatch):
+            return f
+    watch = SessionWatch()
+    logger.addFilter(watch)
+    return watch
+
+
+class Rejoin(KmirrorError):
+    """The stream's consumer was fenced by its own rejoin: close it and join with a new one (the engine
+    does; met anywhere else, the stream stops with exit 1 and its unit restarts it)."""
 
 
 class GroupMembership(StreamState):
@@ -51,6 +91,11 @@ class GroupMembership(StreamState):
             show(partitions),
         )
         self._release(partitions)
+
+    def _self_fenced(self) -> bool:
+        """A fencing that followed this consumer's own session timeout (see :class:`SessionWatch`)."""
+        at = self._session.timed_out_at
+        return at is not None and time.monotonic() - at < SELF_FENCE_WINDOW_S
 
     def _release(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kmirror.failover.writer import SyncWriter
     from kmirror.mirror import metrics, topics
     from kmirror.mirror.authfail import WatchedAdmin
+    from kmirror.mirror.membership import SessionWatch
     from kmirror.mirror.spec import Failure, StreamSpec
 
 
@@ -63,6 +64,7 @@ class StreamState:
     _unassigned_since: float
     _stuck_checked: float
     _stuck_warned: bool
+    _session: SessionWatch  # when librdkafka last said the group session timed out
 
     # Called across parts (each is defined in exactly one part).
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -72,6 +74,9 @@ class StreamState:
         raise NotImplementedError
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        raise NotImplementedError
+
+    def _self_fenced(self) -> bool:
         raise NotImplementedError
 
     def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
