@@ -3,16 +3,20 @@
 Each stream keeps cheap counters (per batch, never per record) and librdkafka's own statistics
 (bytes, queue depth, per-partition lag), and hands a :class:`Snapshot` to the :class:`Collector`:
 directly when the stream runs in the supervisor's process, through a queue when it runs in its own.
-The collector keeps the latest snapshot of every stream and renders them on each scrape.
+The collector keeps the latest snapshot of every stream and renders them on each scrape, and judges
+each stream's state for ``/health`` (:meth:`Collector.health`, served with the metrics by
+:func:`kmirror.mirror.runner.serve_metrics`).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector as _Collector
@@ -80,15 +84,106 @@ def producer_statistics(raw: str, snap: Snapshot) -> None:
     snap.queue_depth = int(stats.get("msg_cnt", snap.queue_depth))
 
 
+# /health: a stream that has handed in no snapshot for this long is "silent" (streams report every 2 s,
+# also while blocked on the target: spec.REPORT_INTERVAL_S), i.e. stuck somewhere no report is made.
+SILENT_AFTER_S = 30.0
+# The states of a stream on /health; only RUNNING is healthy (HTTP 200 when every stream is RUNNING).
+STARTING = "starting"  # started, no snapshot yet
+RUNNING = "running"  # reading and writing (or joining its group, for less than its unassigned limit)
+BLOCKED = "blocked"  # the target acknowledges nothing: reading paused (kmirror_target_blocked_seconds > 0)
+UNASSIGNED = "unassigned"  # no partitions for longer than twice session.timeout.ms (a stuck group, or idle)
+SILENT = "silent"  # no snapshot for SILENT_AFTER_S
+STOPPED = "stopped"  # exited 0 (a stop was asked for)
+FAILED = "failed"  # exited with an error code
+
+
+@dataclass
+class _Expected:
+    label: str
+    unassigned_after_s: float
+    exit_code: int | None = None
+
+
 class Collector(_Collector):
-    """Renders the latest snapshot of every stream."""
+    """Renders the latest snapshot of every stream, and judges their states for /health."""
 
     def __init__(self) -> None:
         self.latest: dict[tuple[str, int], Snapshot] = {}
         self.extra: list[Callable[[], Iterable[Metric]]] = []  # more metric families (e.g. group offset sync)
+        self._expected: dict[tuple[str, int], _Expected] = {}
+        self._received: dict[tuple[str, int], float] = {}  # monotonic time each stream's last snapshot came
+        self._lock = threading.Lock()
 
     def update(self, snap: Snapshot) -> None:
-        self.latest[(snap.source, snap.stream)] = snap
+        key = (snap.source, snap.stream)
+        with self._lock:
+            self.latest[key] = snap
+            self._received[key] = time.monotonic()
+
+    def expect(self, source: str, stream: int, label: str, unassigned_after_s: float) -> None:
+        """A stream the run starts (the runner, before starting it): /health reports it from now on."""
+        with self._lock:
+            self._expected[(source, stream)] = _Expected(label, unassigned_after_s)
+
+    def ended(self, source: str, stream: int, exit_code: int) -> None:
+        """The stream's process (or thread) ended with this exit code."""
+        with self._lock:
+            known = self._expected.setdefault((source, stream), _Expected(f"{source}#{stream}", 0.0))
+            known.exit_code = exit_code
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(every stream running, the /health document: each stream's state and why)."""
+        now = time.monotonic()
+        with self._lock:
+            keys = sorted(set(self._expected) | set(self.latest))
+            streams = [
+                self._stream_health(key, self._expected.get(key), self.latest.get(key), now) for key in keys
+            ]
+        healthy = bool(streams) and all(s["state"] == RUNNING for s in streams)
+        return healthy, {"status": "ok" if healthy else "unhealthy", "streams": streams}
+
+    def _stream_health(
+        self, key: tuple[str, int], expected: _Expected | None, snap: Snapshot | None, now: float
+    ) -> dict[str, Any]:
+        source, stream = key
+        out: dict[str, Any] = {
+            "stream": expected.label if expected else f"{source}#{stream}",
+            "source": source,
+            "index": stream,
+        }
+        if snap is not None:
+            out["assigned_partitions"] = snap.assigned_partitions
+            out["blocked_seconds"] = round(snap.blocked_seconds, 1)
+            out["unassigned_seconds"] = round(snap.unassigned_seconds, 1)
+            out["records_out"] = snap.records_out
+            out["last_report_seconds"] = round(now - self._received[key], 1)
+        if expected is not None and expected.exit_code is not None:
+            code = expected.exit_code
+            out["exit_code"] = code
+            if code == 0:
+                return {**out, "state": STOPPED, "reason": "stopped (exit 0)"}
+            return {**out, "state": FAILED, "reason": f"exited with code {code} (the log says why)"}
+        if snap is None:
+            return {**out, "state": STARTING, "reason": "started, no report yet"}
+        silent = now - self._received[key]
+        if silent >= SILENT_AFTER_S:
+            return {**out, "state": SILENT, "reason": f"no report for {silent:.0f} s"}
+        if snap.blocked_seconds > 0:
+            return {
+                **out,
+                "state": BLOCKED,
+                "reason": f"the target has acknowledged nothing for {snap.blocked_seconds:.0f} s: reading "
+                "paused",
+            }
+        limit = expected.unassigned_after_s if expected else 0.0
+        if snap.assigned_partitions == 0 and limit > 0 and snap.unassigned_seconds >= limit:
+            return {
+                **out,
+                "state": UNASSIGNED,
+                "reason": f"no partitions for {snap.unassigned_seconds:.0f} s (limit {limit:.0f} s: twice "
+                "session.timeout.ms): a stuck group, or more streams than partitions",
+            }
+        return {**out, "state": RUNNING, "reason": "running"}
 
     def collect(self) -> Iterator[Metric]:
         labels = ["source", "stream"]
@@ -100,7 +195,8 @@ class Collector(_Collector):
             "send_errors": "Records the target refused",
             "commits": "Offset commits (each after the target acknowledged everything before it)",
         }
-        snaps = list(self.latest.values())
+        with self._lock:
+            snaps = list(self.latest.values())
         for name, doc in counters.items():
             fam = CounterMetricFamily(f"kmirror_{name}", doc, labels=labels)
             for s in snaps:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -26,14 +27,17 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.sharedctypes import Synchronized
+from socketserver import ThreadingMixIn
 from types import FrameType
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from confluent_kafka import KafkaException
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from kmirror.errors import ConfigError, KmirrorError, SendFailure, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
@@ -152,8 +156,37 @@ def _child(
     )
 
 
+HEALTH_PATH = "/health"
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per request."""
+
+
+def metrics_app(registry: CollectorRegistry, collector: Collector) -> Callable[..., Iterable[bytes]]:
+    """The WSGI application of the metrics port: /health is each stream's state as JSON (200 when every
+    stream runs, 503 otherwise: :meth:`Collector.health`); any other path is the Prometheus text page."""
+    prometheus = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "").rstrip("/") == HEALTH_PATH:
+            healthy, document = collector.health()
+            body = (json.dumps(document, indent=2) + "\n").encode()
+            start_response(
+                "200 OK" if healthy else "503 Service Unavailable",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        result: Iterable[bytes] = prometheus(environ, start_response)
+        return result
+
+    return app
+
+
 def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
-    """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format).
+    """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format) and the
+    streams' states on http://ADDRESS:PORT/health (JSON; 200 when every stream runs, else 503).
 
     Called before any client connects: an address or port it cannot listen on is a ConfigError (one
     line, exit 2) and nothing has started."""
@@ -162,10 +195,21 @@ def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        start_http_server(port, addr=address, registry=registry)
+        family, _, _, _, sockaddr = socket.getaddrinfo(
+            address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+
+        class Server(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+            address_family = family
+
+        httpd = make_server(
+            str(sockaddr[0]), port, metrics_app(registry, collector), Server, handler_class=_Quiet
+        )
     except (OSError, ValueError, OverflowError) as exc:
         raise metrics_bind_error(exc, address, port, where) from None
-    log.info("metrics on http://%s/metrics", where)
+    threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics-http").start()
+    log.info("metrics on http://%s/metrics, stream states on http://%s%s", where, where, HEALTH_PATH)
     return collector
 
 
@@ -236,8 +280,13 @@ def run(
             ).start()
         if collector is not None:
             collector.extra.append(lambda: metric_families(group_syncs))
+    if collector is not None:
+        for s in specs:
+            collector.expect(s.source, s.index, s.label, s.unassigned_warn_s)
     if len(specs) == 1:
         code = run_stream(specs[0], collector.update if collector else None, said=said)
+        if collector is not None:
+            collector.ended(specs[0].source, specs[0].index, code)
         return refusals[0].exit_code if refusals and code == EXIT_OK else code
     reports: Queue[Snapshot] | None = ctx.Queue() if collector else None
     if reports is not None and collector is not None:
@@ -299,6 +348,9 @@ def run(
             if stopping and code == -signal.SIGTERM:
                 # Stopped before it installed its handler, i.e. before it read anything: nothing to commit.
                 code = EXIT_OK
+            if collector is not None:
+                spec = specs[procs.index(p)]
+                collector.ended(spec.source, spec.index, code)
             if code != EXIT_OK or not stopping:
                 # A stream that exits with an error code has logged why (the run's one ERROR line, or
                 # the same cause already said by another): the supervisor only says what it does.
