@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import urllib.request
+from pathlib import Path
 
 from mirror_harness import (
     Worker,
@@ -18,6 +20,8 @@ from mirror_harness import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from kmirror.testing.embedded import free_port
+
+HEALTH_MD = Path(__file__).resolve().parents[3] / "docs/health.md"
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -99,5 +103,19 @@ def test_metrics_count_what_was_mirrored(kafka, tmp_path, workers):
         timeout=30,
         what="bytes_out covering every value sent",
     )
+    # Every --stats.interval.ms (2 s here: run_args) each stream logs a stats line.
+    wait_until(
+        lambda: {m.group(1) for m in re.finditer(r"#(\d+): stats ", w.log())} == {"0", "1"},
+        timeout=30,
+        what="a stats line of each stream",
+    )
     assert w.stop() == 0
-    assert "stats in=" in w.log()
+    # Each stream's stats line is the one docs/health.md shows (the unit test test_docs_stats_line.py
+    # checks the formatter against the same pattern).
+    documented = re.findall(r"`([^`]*: stats [^`]*)`", HEALTH_MD.read_text(encoding="utf-8"))
+    assert len(documented) == 1, documented
+    values = {"<source>": r"[A-Za-z0-9_.-]+", "<stream>": r"\d+", "...": r"\d+"}
+    parts = re.split(r"(<source>|<stream>|\.\.\.)", documented[0])
+    pattern = re.compile("".join(values.get(p, re.escape(p)) for p in parts) + "$")
+    stats = [line for line in w.log().splitlines() if ": stats " in line]
+    assert stats and all(pattern.search(line) for line in stats), (stats, documented)
