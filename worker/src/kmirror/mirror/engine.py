@@ -53,6 +53,8 @@ from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
 from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
+from kmirror.mirror.reach import Reachability
+from kmirror.mirror.repeats import repeats
 from kmirror.mirror.spec import (
     REPORT_INTERVAL_S,
     STATISTICS_INTERVAL_MS,
@@ -66,7 +68,7 @@ __all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
 log = logging.getLogger(__name__)
 
 
-class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authentication):
+class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachability, Authentication):
     def __init__(self, spec: StreamSpec, *, report: Callable[[metrics.Snapshot], None] | None = None) -> None:
         self.spec = spec
         self.snap = metrics.Snapshot(spec.source, spec.index)
@@ -94,6 +96,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         self.unacknowledged = 0  # records the target had not acknowledged when the stream stopped
         self.clean = False  # stopped with everything read acknowledged and committed
         self._target_log = logging.getLogger("kmirror.librdkafka.producer")
+        self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
         self._target_log.addFilter(TargetNoise(self))
         quiet_repeated_logins(self._target_log)
         # Group membership: the partitions this stream owns now, and since when it has owned none.
@@ -150,8 +153,10 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         clean = False
         try:
             try:
-                self._refresh_topics()
-                while True:
+                self._wait_until_reachable()
+                if not self._stop:
+                    self._refresh_topics()
+                while not self._stop:
                     try:
                         self._loop()
                         break
@@ -198,7 +203,9 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Authent
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
         consumer_conf["error_cb"] = self._auth_error_cb("source")
-        source_log = quiet_repeated_logins(logging.getLogger("kmirror.librdkafka.consumer"))
+        source_log = logging.getLogger("kmirror.librdkafka.consumer")
+        self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
+        quiet_repeated_logins(source_log)
         self._session = session_watch(source_log)
         self._session.timed_out_at = None
         self.consumer = Consumer(consumer_conf, logger=source_log)

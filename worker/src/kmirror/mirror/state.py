@@ -79,6 +79,12 @@ class StreamState:
     def _self_fenced(self) -> bool:
         raise NotImplementedError
 
+    def _cluster(self, side: str) -> str:
+        raise NotImplementedError
+
+    def _raise_if_unauthenticated(self, serve: bool = False) -> None:
+        raise NotImplementedError
+
     def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         raise NotImplementedError
 

@@ -1,0 +1,100 @@
+"""A cluster that does not answer when the stream starts: waited for, one line per interval.
+
+A source (or target) that is down, not resolvable or a network away used to stop the stream after its
+first metadata request timed out (exit 1), and the unit restarted it every 10 s into the same flood of
+librdkafka lines. Now the stream waits for it as it waits out a target outage while mirroring: one line
+per stats interval naming the cluster, its bootstrap servers, since when and what failed (librdkafka's
+last connection failure, e.g. "Failed to resolve 'kafka-source-server1:6667'"); librdkafka's own
+repeated lines are rate-limited (:mod:`kmirror.mirror.repeats`). Nothing is read or committed meanwhile,
+and the stream owns no partitions, so ``kmirror_stream_unassigned_seconds`` grows and its alert fires.
+A refused login or ACL still stops the stream at once (exit 2): waiting does not repair credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, KafkaException
+
+from kmirror.authorization import authorization_error
+from kmirror.errors import one_line
+from kmirror.mirror.repeats import Repeats
+from kmirror.mirror.state import StreamState
+
+log = logging.getLogger("kmirror.mirror.engine")
+
+PROBE_TIMEOUT_S = 10.0
+"""How long one metadata request may take before the cluster counts as not answering (yet)."""
+
+
+def transient(exc: KafkaException) -> bool:
+    """A failure that may pass by itself: not fatal, not a refusal."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and not err.fatal() and authorization_error(exc) is None
+
+
+class Reachability(StreamState):
+    """Mixin of :class:`kmirror.mirror.engine.Stream`: the wait for both clusters at the start."""
+
+    _source_repeats: Repeats
+    _target_repeats: Repeats
+
+    def _wait_until_reachable(self) -> None:
+        """Return once the source and then the target answer a metadata request (or a stop was asked)."""
+        consumer = self.consumer
+        assert consumer is not None
+        producer = self.producers[0]
+        self._wait_for(
+            "source",
+            self.spec.consumer,
+            lambda: consumer.list_topics(timeout=PROBE_TIMEOUT_S),
+            self._source_repeats,
+        )
+        self._wait_for(
+            "target",
+            self.spec.producer,
+            lambda: producer.list_topics(timeout=PROBE_TIMEOUT_S),
+            self._target_repeats,
+        )
+
+    def _wait_for(
+        self, side: str, settings: dict[str, str], probe: Callable[[], object], repeats: Repeats
+    ) -> None:
+        since: float | None = None
+        next_line = 0.0
+        while not self._stop:
+            asked = time.monotonic()
+            try:
+                probe()
+            except KafkaException as exc:
+                self._raise_if_unauthenticated(serve=True)  # a refused login: exit 2, not a wait
+                if not transient(exc):
+                    raise
+                if self._stop:
+                    return
+                now = time.monotonic()
+                if since is None:
+                    since, wall = now, time.time() - PROBE_TIMEOUT_S
+                if now >= next_line:
+                    log.warning(
+                        "%s: %s (bootstrap.servers %s) unreachable since %s: %s; retrying, nothing read or "
+                        "committed meanwhile",
+                        self.spec.label,
+                        self._cluster(side),
+                        settings.get("bootstrap.servers", "?"),
+                        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall)),
+                        repeats.last_failure or one_line(exc.args[0].str()),
+                    )
+                    next_line = now + self.spec.stats_interval_ms / 1000
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - asked)))  # a probe that failed at once
+                continue
+            if since is not None:
+                log.warning(
+                    "%s: %s answers again after %.0f s",
+                    self.spec.label,
+                    self._cluster(side),
+                    time.monotonic() - since + PROBE_TIMEOUT_S,
+                )
+            return
