@@ -367,6 +367,8 @@ def test_command_line_of_an_instance(render):
         "/etc/kmirror/east/consumer.properties",
         "--producer.config",
         "/etc/kmirror/east/producer.properties",
+        "--source.name",
+        "east",
         "--whitelist",
         "orders.*,payments",
         "--num.streams",
@@ -376,6 +378,29 @@ def test_command_line_of_an_instance(render):
         "--log.level",
         "INFO",
     ]
+
+
+def test_command_line_names_the_source_as_the_inventory_does(render, tmp_path):
+    """The worker's metrics, /health and log lines name the inventory's source, not the file ("consumer")."""
+    argv = exec_start(render, source(name="east-dc1"))
+    from kmirror.cli import _options
+    from kmirror.mirror.plan import build_plan
+    from kmirror.options import build_parser
+
+    parsed = build_parser().parse_args(argv[1:])
+    assert parsed.source_names == ["east-dc1"]
+    # the plan the worker builds from it (the files at the paths the template names, here under tmp_path)
+    files = {
+        "--consumer.config": "bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\n",
+        "--producer.config": "bootstrap.servers=127.0.0.1:1\nacks=all\n",
+    }
+    for option, text in files.items():
+        path = tmp_path / argv[argv.index(option) + 1].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        argv[argv.index(option) + 1] = str(path)
+    specs = build_plan(_options(build_parser().parse_args(argv[1:]))).stream_specs()
+    assert {s.source for s in specs} == {"east-dc1"}
 
 
 def test_command_line_with_json_logs_is_accepted_by_the_worker(render):

@@ -59,6 +59,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         static_membership=a.static_membership,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
+        source_names=a.source_names,
     )
 
 

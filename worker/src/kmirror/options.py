@@ -215,6 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often --groups offsets are synced (default 60000)",
     )
     run.add_argument(
+        "--source.name",
+        dest="source_names",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="name of a source cluster in metrics (label source), /health and log lines; repeat once per "
+        "--consumer.config, in the same order (default: the consumer file's name without extension, or its "
+        "folder's name where names repeat). The Ansible role passes the inventory's source name",
+    )
+    run.add_argument(
         "--metrics.port",
         dest="metrics_port",
         type=_port,

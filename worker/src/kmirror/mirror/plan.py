@@ -52,6 +52,9 @@ class MirrorOptions:
     static_membership: bool = True
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
+    # --source.name: each source's name (metrics label `source`, logs, /health), in --consumer.config order;
+    # empty: from the consumer files (source_names).
+    source_names: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -60,6 +63,9 @@ class Source:
     name: str
     config: ClientConfig
     topic_filter: TopicFilter
+    # The name taken from the consumer file (source_names), which the group.instance.id keeps when
+    # --source.name renames the source, so that naming a source moves no static member's partitions.
+    file_name: str | None = None
 
 
 @dataclass
@@ -135,7 +141,8 @@ def instance_base(source: Source) -> str:
         return given
     host = socket.gethostname().split(".")[0] or "localhost"
     where = hashlib.sha256(os.path.abspath(source.config.origin).encode()).hexdigest()[:8]
-    base = _NOT_IN_INSTANCE_ID.sub("_", f"kmirror-{host[:64]}-{source.name[:64]}")
+    name = source.file_name or source.name
+    base = _NOT_IN_INSTANCE_ID.sub("_", f"kmirror-{host[:64]}-{name[:64]}")
     return f"{base}-{where}"
 
 
@@ -166,6 +173,36 @@ def source_names(paths: list[str]) -> list[str]:
     names = [Path(p).parent.name if repeated[s] > 1 else s for p, s in zip(paths, stems, strict=True)]
     if len(set(names)) != len(names):
         names = [f"{n}-{i}" for i, n in enumerate(names)]
+    return names
+
+
+# A source name (--source.name): written into metric labels, log lines and group.instance.ids; the
+# inventory's source name (roles/kmirror_config/files/cluster_definition.yml, key name) has the same rule.
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def checked_source_names(names: list[str], sources: int) -> list[str]:
+    """The --source.name values: none, or one per --consumer.config, each well formed, no two alike."""
+    if not names:
+        return []
+    if len(names) != sources:
+        raise ConfigError(
+            f"given {len(names)} times for {sources} --consumer.config",
+            key="--source.name",
+            fix="give one --source.name per --consumer.config, in the same order, or none",
+        )
+    for name in names:
+        if not SOURCE_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{name!r} is not a source name",
+                key="--source.name",
+                fix="use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(
+            f"{', '.join(repeated)} given twice", key="--source.name", fix="give each source its own name"
+        )
     return names
 
 
@@ -217,7 +254,9 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
     if o.queue_size is not None or "queue.buffering.max.messages" not in producer.settings:
         producer.settings["queue.buffering.max.messages"] = str(o.queue_size or DEFAULT_QUEUE_SIZE)
     sources = []
-    for name, path in zip(source_names(o.consumer_configs), o.consumer_configs, strict=True):
+    from_files = source_names(o.consumer_configs)
+    given = checked_source_names(o.source_names, len(o.consumer_configs))
+    for name, file_name, path in zip(given or from_files, from_files, o.consumer_configs, strict=True):
         cfg = load_client_config(path, "consumer", allow_unsafe=o.allow_unsafe)
         topics = topic_filter(cfg, o.include, o.exclude)
         if topics is None:
@@ -227,7 +266,7 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
                 key="--whitelist",
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
-        sources.append(Source(name, cfg, topics))
+        sources.append(Source(name, cfg, topics, file_name=file_name))
         if o.static_membership:
             check_instance_id(cfg, o.num_streams or os.cpu_count() or 1)
     check_process([producer, *(s.config for s in sources)])
