@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -14,6 +15,7 @@ from ansible_harness import ROOT
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kmirror.failover.groupsync import GroupStatus, metric_families
 from kmirror.mirror.metrics import Collector, Snapshot
 
 PROM = ROOT / "monitoring" / "prometheus"
@@ -70,6 +72,9 @@ def served_metric_names() -> set[str]:
     """The sample names a running worker serves (its Collector, rendered by prometheus_client)."""
     collector = Collector()
     collector.update(Snapshot("east", 0, records_in=1, partition_lag={("orders", 0): 5}))
+    # the group offset sync's gauges (--groups), as the runner adds them: one synced group
+    sync = SimpleNamespace(source="east", status={"app": GroupStatus()})
+    collector.extra.append(lambda: metric_families([sync]))  # type: ignore[list-item]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     text = generate_latest(registry).decode()
@@ -83,3 +88,29 @@ def test_the_rules_use_the_names_the_worker_serves():
     assert "kmirror_send_errors_total" in served  # prometheus_client adds _total to counters
     assert used, "no kmirror metric in the rules"
     assert used - served <= PENDING, f"not served by the worker: {sorted(used - served - PENDING)}"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation but '-' and '_' dropped, spaces become '-'."""
+    return {
+        re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in markdown.splitlines()
+        if line.startswith("#")
+    }
+
+
+def test_every_alert_links_a_runbook_that_exists():
+    groups = yaml.safe_load((PROM / "kmirror-alerts.yml").read_text())["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert rules
+    for rule in rules:
+        url = rule["annotations"].get("runbook_url")
+        assert url, f"{rule['alert']}: no runbook_url"
+        path, _, anchor = url.partition("#")
+        assert path.startswith("docs/runbooks/") and (ROOT / path).is_file(), f"{rule['alert']}: {url}"
+        assert anchor in anchors((ROOT / path).read_text()), (
+            f"{rule['alert']}: no section #{anchor} in {path}"
+        )
+    # the failover metrics have alerts
+    exprs = " ".join(r["expr"] for r in rules)
+    assert "kmirror_checkpoint_age_seconds" in exprs and "kmirror_untranslated_partitions" in exprs
