@@ -71,7 +71,9 @@ def test_every_alert_is_unit_tested():
 def served_metric_names() -> set[str]:
     """The sample names a running worker serves (its Collector, rendered by prometheus_client)."""
     collector = Collector()
-    collector.update(Snapshot("east", 0, records_in=1, partition_lag={("orders", 0): 5}))
+    collector.update(
+        Snapshot("east", 0, records_in=1, partition_lag={("orders", 0): 5}, gap_records={"orders": 3})
+    )
     # the group offset sync's gauges (--groups), as the runner adds them: one synced group
     sync = SimpleNamespace(source="east", status={"app": GroupStatus()})
     collector.extra.append(lambda: metric_families([sync]))  # type: ignore[list-item]

@@ -57,6 +57,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         stats_interval_ms=a.stats_ms,
         replication_factor=a.replication_factor,
         static_membership=a.static_membership,
+        gap_policy=a.gap_policy,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
         source_names=a.source_names,

@@ -9,6 +9,7 @@ from kmirror import __version__, audit
 from kmirror.commandline import add_command, top_parser
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
+from kmirror.mirror.gaps import GAP_POLICIES
 from kmirror.mirror.logformat import FORMATS as LOG_FORMATS
 from kmirror.mirror.metrics import DEFAULT_ADDRESS as DEFAULT_METRICS_ADDRESS
 from kmirror.mirror.plan import (
@@ -197,6 +198,19 @@ def build_parser() -> argparse.ArgumentParser:
         "within session.timeout.ms moves no partitions; an instance stopped for good keeps its partitions "
         "until session.timeout.ms has passed. false: dynamic members, which leave the group one at a time on "
         "stop and whose partitions move at once (docs/deployment.md, Restarts)",
+    )
+    run.add_argument(
+        "--gap.policy",
+        dest="gap_policy",
+        choices=GAP_POLICIES,
+        default="continue",
+        metavar="continue|stop",
+        help="what a stream does when the source no longer has the offset it must continue from (records "
+        "purged by retention or delete_records before they were mirrored; a partition truncated or a topic "
+        "recreated below its position): always one WARNING line naming topic, partition and offsets, and "
+        "the metrics kmirror_gaps_total and kmirror_gap_records_total; then continue from the source's log "
+        "start (default) or stop with exit 4 and nothing committed past the gap "
+        "(docs/runbooks/source-gap.md)",
     )
     run.add_argument(
         "--groups",

@@ -50,6 +50,7 @@ from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
+from kmirror.mirror.gaps import Gaps
 from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
@@ -68,7 +69,7 @@ __all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
 log = logging.getLogger(__name__)
 
 
-class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachability, Authentication):
+class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachability, Gaps, Authentication):
     def __init__(self, spec: StreamSpec, *, report: Callable[[metrics.Snapshot], None] | None = None) -> None:
         self.spec = spec
         self.snap = metrics.Snapshot(spec.source, spec.index)
@@ -203,6 +204,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
         consumer_conf["error_cb"] = self._auth_error_cb("source")
+        # Every offset reset comes to the stream, which knows whether it is a gap (kmirror.mirror.gaps).
+        consumer_conf["auto.offset.reset"] = "error"
         source_log = logging.getLogger("kmirror.librdkafka.consumer")
         self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
         quiet_repeated_logins(source_log)

@@ -65,6 +65,9 @@ class SendFailures(StreamState):
 
     def _message_error(self, m: Message) -> None:
         err = m.error()
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            self._offset_reset(m)
+            return
         refused = self._consumer_refusal(err, m.topic())
         if refused is not None:  # librdkafka reports it and asks again for ever: it is definitive
             raise refused

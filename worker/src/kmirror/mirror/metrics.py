@@ -58,6 +58,8 @@ class Snapshot:
     latency: Latency = field(default_factory=Latency)
     assigned_partitions: int = 0  # partitions the group gave this stream
     unassigned_seconds: float = 0.0  # how long it has had none (0 while it has some)
+    gaps: int = 0  # offset ranges the source no longer had when the stream needed them (kmirror.mirror.gaps)
+    gap_records: dict[str, int] = field(default_factory=dict)  # topic -> records lost in those gaps
     taken: float = field(default_factory=time.time)
 
 
@@ -194,6 +196,8 @@ class Collector(_Collector):
             "bytes_out": "Bytes of records sent to the target cluster",
             "send_errors": "Records the target refused",
             "commits": "Offset commits (each after the target acknowledged everything before it)",
+            "gaps": "Offset ranges the source no longer had when the stream had to continue from them "
+            "(purged before they were mirrored, or truncated or recreated below its position)",
         }
         with self._lock:
             snaps = list(self.latest.values())
@@ -260,6 +264,15 @@ class Collector(_Collector):
         for (source, topic), missing in sorted(worst.items()):
             mismatch.add_metric([source, topic], missing)
         yield mismatch
+        gap_records = CounterMetricFamily(
+            "kmirror_gap_records",
+            "Records purged on the source before the stream mirrored them (retention, delete_records): lost",
+            labels=["source", "stream", "topic"],
+        )
+        for s in snaps:
+            for topic, count in sorted(s.gap_records.items()):
+                gap_records.add_metric([s.source, str(s.stream), topic], count)
+        yield gap_records
         yield latency
         for more in self.extra:
             yield from more()

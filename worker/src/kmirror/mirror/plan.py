@@ -50,6 +50,7 @@ class MirrorOptions:
     # False (--static.membership false): dynamic members that leave the group on stop, also when the
     # consumer file sets group.instance.id (docs/deployment.md, Restarts).
     static_membership: bool = True
+    gap_policy: str = "continue"  # --gap.policy: continue or stop at a gap (kmirror.mirror.gaps)
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
     # --source.name: each source's name (metrics label `source`, logs, /health), in --consumer.config order;
@@ -97,6 +98,7 @@ class MirrorPlan:
                 replication_factor=o.replication_factor,
                 unassigned_warn_s=unassigned_warn_s(s.config.settings),
                 offset_syncs=o.groups is not None,
+                gap_policy=o.gap_policy,
             )
             for s in self.sources
             for i in range(self.streams_per_source)

@@ -42,6 +42,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from kmirror.errors import ConfigError, KmirrorError, SendFailure, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
 from kmirror.mirror.engine import Stream, StreamSpec
+from kmirror.mirror.gaps import SourceGap
 from kmirror.mirror.logformat import setup_logging
 from kmirror.mirror.metrics import DEFAULT_ADDRESS, Collector, Snapshot
 
@@ -51,8 +52,9 @@ PR_SET_PDEATHSIG = 1
 EXIT_OK = 0
 EXIT_ERROR = 1
 # Exit codes of a stream that has logged its cause itself: configuration or authorization (2), a record
-# that could not be delivered (3). (1 may be a crash whose cause only the supervisor's line reports.)
-REPORTED_EXITS = (ConfigError.exit_code, SendFailure.exit_code)
+# that could not be delivered (3), a gap with --gap.policy stop (4). (1 may be a crash whose cause only the
+# supervisor's line reports.)
+REPORTED_EXITS = (ConfigError.exit_code, SendFailure.exit_code, SourceGap.exit_code)
 
 
 class FirstError:

@@ -32,6 +32,8 @@ class StreamSpec:
     unassigned_warn_s: float = 90.0
     # Sync points at commit points (kmirror run --groups; kmirror.failover.offsetsync).
     offset_syncs: bool = False
+    # At a gap (the source no longer has the offset to continue from): continue or stop (kmirror.mirror.gaps).
+    gap_policy: str = "continue"
 
     @property
     def label(self) -> str:

@@ -79,6 +79,9 @@ class StreamState:
     def _self_fenced(self) -> bool:
         raise NotImplementedError
 
+    def _offset_reset(self, m: Message) -> None:
+        raise NotImplementedError
+
     def _cluster(self, side: str) -> str:
         raise NotImplementedError
 

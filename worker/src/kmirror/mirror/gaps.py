@@ -1,0 +1,146 @@
+"""Gaps: the source cannot give the offset the mirror must continue from.
+
+The mirror continues each partition from the group's committed offset (or, while running, from the next
+offset it fetches). When the source no longer has that offset, a plain consumer with
+``auto.offset.reset`` jumps silently, and records are lost or copied twice with nothing said. The
+stream's consumer therefore runs with ``auto.offset.reset=error``: librdkafka hands every reset to the
+stream as an ``_AUTO_OFFSET_RESET`` event with the partition and the offset it wanted, and the stream
+decides, from the partition's log start and end (asked of its leader):
+
+* no committed offset: a partition never mirrored; it starts where the configured ``auto.offset.reset``
+  says (earliest by default). Not a gap.
+* wanted below the log start: records purged before they were copied (retention, ``delete_records``,
+  a compaction of the head). Gap: offsets wanted .. log start - 1, lost.
+* wanted above the log end: the partition was truncated below the mirror's position (an unclean leader
+  election) or the topic was deleted and recreated. The records from the log start on are mirrored
+  again (a recreated topic's are new; a truncated partition's may be copied twice: never lost).
+* otherwise (a leader that was behind, for a moment): continue at the wanted offset.
+
+Each gap is one WARNING line naming source, topic, partition and the offsets lost, counted in the metrics
+(``kmirror_gap_records_total``, ``kmirror_gaps_total``), and then handled by ``--gap.policy``: ``continue``
+(the default: mirror from the log start) or ``stop`` (exit 4, nothing committed past the gap; the unit
+does not restart it: the operator decides, see docs/runbooks/source-gap.md).
+
+None of this touches the per-record path: the stream sees these events among the consumer's errors.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import OFFSET_END, Message, TopicPartition
+
+from kmirror.errors import KmirrorError
+from kmirror.mirror.state import StreamState
+
+log = logging.getLogger("kmirror.mirror.engine")
+
+GAP_POLICIES = ("continue", "stop")
+EARLIEST = {"smallest", "earliest", "beginning"}
+LATEST = {"largest", "latest", "end"}
+
+
+class SourceGap(KmirrorError):
+    """--gap.policy stop met a gap: exit 4 (not restarted by the unit; nothing committed past it)."""
+
+    exit_code = 4
+
+
+class Gaps(StreamState):
+    """Mixin of :class:`kmirror.mirror.engine.Stream`: the consumer's offset resets, decided."""
+
+    def _offset_reset(self, m: Message) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        topic, partition = m.topic() or "", m.partition() or 0
+        wanted = m.offset()
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        where = f"source cluster {self.spec.source} topic {topic} partition {partition}"
+        if wanted is None or wanted < 0:
+            policy = self.spec.consumer.get("auto.offset.reset", "earliest")
+            if policy in LATEST:
+                self._restart_at(topic, partition, high)
+            elif policy in EARLIEST:
+                self._restart_at(topic, partition, low)
+            else:
+                raise KmirrorError(
+                    f"{self.spec.label}: {where} has no committed offset and auto.offset.reset={policy}: set "
+                    "auto.offset.reset=earliest (or latest) in the consumer file"
+                )
+            return
+        if wanted < low:
+            self._gap(
+                where,
+                topic,
+                wanted,
+                low - 1,
+                what="purged on the source before they were mirrored "
+                "(retention.ms, retention.bytes or delete_records)",
+            )
+            self._restart_at(topic, partition, low)
+        elif wanted > high:
+            self._gap(
+                where,
+                topic,
+                high,
+                wanted - 1,
+                what="mirrored before and no longer on the source: the partition was truncated (an unclean "
+                "leader election) or the topic deleted and recreated; mirroring again from its log start "
+                f"{low} (records already on the target may be copied twice)",
+                lost=False,
+            )
+            self._restart_at(topic, partition, low)
+        else:
+            log.warning(
+                "%s: %s: offset %d reported out of range although the partition holds %d..%d (a leader "
+                "behind for a moment); continuing at %d",
+                self.spec.label,
+                where,
+                wanted,
+                low,
+                high - 1,
+                wanted,
+            )
+            self._restart_at(topic, partition, wanted)
+
+    def _gap(self, where: str, topic: str, first: int, last: int, *, what: str, lost: bool = True) -> None:
+        count = last - first + 1
+        stop = self.spec.gap_policy == "stop"
+        log.warning(
+            "%s: GAP in %s: offsets %d..%d (%d records) %s%s",
+            self.spec.label,
+            where,
+            first,
+            last,
+            count,
+            what,
+            "; stopping (--gap.policy stop): nothing committed past the gap" if stop else "",
+        )
+        self.snap.gaps += 1
+        if lost:
+            self.snap.gap_records[topic] = self.snap.gap_records.get(topic, 0) + count
+        if stop:
+            raise SourceGap(
+                f"{self.spec.label}: GAP in {where}: offsets {first}..{last} ({count} records) "
+                f"{'lost' if lost else 'no longer on the source'}; --gap.policy stop: read "
+                "docs/runbooks/source-gap.md, then restart with --gap.policy continue to go on from the "
+                "source's log start"
+            )
+
+    def _restart_at(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch the partition again from ``offset`` (librdkafka keeps a partition whose reset failed
+        stopped until it is assigned again: a seek is refused)."""
+        consumer = self.consumer
+        assert consumer is not None
+        start = TopicPartition(topic, partition, offset if offset >= 0 else OFFSET_END)
+        if "cooperative" in self.spec.consumer.get("partition.assignment.strategy", ""):
+            consumer.incremental_unassign([TopicPartition(topic, partition)])
+            consumer.incremental_assign([start])
+            return
+        # An eager assignor (range, roundrobin): the whole assignment again, the others at their positions.
+        others = [
+            tp
+            for tp in consumer.position(consumer.assignment())
+            if (tp.topic, tp.partition) != (topic, partition)
+        ]
+        consumer.assign([*others, start])

@@ -1,0 +1,152 @@
+"""Gaps in the source are named, counted and handled by --gap.policy (Apache Kafka 4.3; issue 24, item 2).
+
+A stopped mirror, records deleted on the source with delete_records past its committed offset, the mirror
+restarted: the gap is one line naming topic, partition and the offsets lost, the metric counts the lost
+records, and the mirror goes on from the log start (``continue``) or stops with exit 4 committing nothing
+past the gap (``stop``). A topic deleted and recreated under a running mirror is mirrored from its new
+beginning: nothing of the new topic is lost (Kafka 4.3 drops a deleted topic's committed offsets, so the
+stream finds none and starts at the log start; a position past the new topic's end would be handled as
+a truncation: from the log start too).
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from mirror_harness import (
+    Worker,
+    assert_mirrored,
+    committed,
+    consumer_file,
+    create_topic,
+    make_records,
+    produce,
+    producer_file,
+    read_all,
+    run_args,
+    wait_until,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from kmirror.testing.kafka import KafkaCluster, free_port
+
+PER_PARTITION = 50
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, *extra: str) -> Worker:
+    return Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src, f"g-{topic}"),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            topic,
+            "--num.streams",
+            "1",
+            *extra,
+        ),
+    )
+
+
+def mirrored_then_stopped(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str) -> list:
+    """The topic's first records mirrored and committed, the mirror stopped; more records written."""
+    create_topic(src, topic, 2)
+    first = make_records(topic, 2, PER_PARTITION)
+    produce(src, first)
+    w = mirror(tmp_path, src, tgt, topic)
+    assert_mirrored(first, read_all(tgt, [topic], len(first), timeout=90))
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION})
+    assert w.stop() == 0, w.log()
+    more = make_records(topic, 2, PER_PARTITION, start=PER_PARTITION)
+    produce(src, more)
+    return first + more
+
+
+def purge(src: KafkaCluster, topic: str, partition: int, before: int) -> None:
+    admin = AdminClient({"bootstrap.servers": src.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        f.result()
+
+
+def test_records_purged_while_stopped_are_a_named_gap_then_mirroring_goes_on(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.purged"
+    records = mirrored_then_stopped(tmp_path, src, tgt, topic)
+    purge(src, topic, 0, PER_PARTITION + 30)  # offsets 50..79 of partition 0 never mirrored
+    port = free_port()
+    w = mirror(tmp_path, src, tgt, topic, "--metrics.port", str(port))
+    workers.append(w)
+    lost = {
+        r for r in records if r.partition == 0 and PER_PARTITION <= int(r.headers[0][1]) < PER_PARTITION + 30
+    }
+    kept = [r for r in records if r not in lost]
+    assert_mirrored(kept, read_all(tgt, [topic], len(kept), timeout=90))
+    w.wait_for(
+        f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) purged "
+        "on the source before they were mirrored"
+    )
+    gaps = [line for line in w.log().splitlines() if "GAP in" in line]
+    assert len(gaps) == 1, gaps
+    samples = scrape(port)
+    assert (
+        samples[("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))]
+        == 30
+    )
+    assert samples[("kmirror_gaps_total", (("source", "consumer"), ("stream", "0")))] == 1
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION})
+    assert w.stop() == 0, w.log()
+
+
+def test_gap_policy_stop_exits_4_and_commits_nothing_past_the_gap(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.stop"
+    mirrored_then_stopped(tmp_path, src, tgt, topic)
+    purge(src, topic, 1, PER_PARTITION + 10)
+    w = mirror(tmp_path, src, tgt, topic, "--gap.policy", "stop")
+    workers.append(w)
+    assert w.proc.wait(90) == 4, w.log()
+    errors = [line for line in w.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "offsets 50..59 (10 records) lost" in errors[0], errors
+    assert "docs/runbooks/source-gap.md" in errors[0]
+    assert committed(src, f"g-{topic}", topic, 2)[1] == PER_PARTITION
+
+
+def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.recreated"
+    create_topic(src, topic, 1)
+    old = make_records(topic, 1, PER_PARTITION)
+    produce(src, old)
+    w = mirror(tmp_path, src, tgt, topic, "--topic.refresh.interval.ms", "1000")
+    workers.append(w)
+    assert_mirrored(old, read_all(tgt, [topic], len(old), timeout=90))
+    admin = AdminClient({"bootstrap.servers": src.bootstrap})
+    for f in admin.delete_topics([topic]).values():
+        f.result()
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, what="the topic deleted")
+    create_topic(src, topic, 1)
+    new = make_records(topic, 1, 10, start=1000)
+    produce(src, new)
+    on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
+    assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
+    assert w.proc.poll() is None, w.log()
+    assert w.stop() == 0, w.log()
