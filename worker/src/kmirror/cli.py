@@ -60,12 +60,13 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         gap_policy=a.gap_policy,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
+        initial_offsets=a.initial_offsets,
         source_names=a.source_names,
     )
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from kmirror.mirror import runner
+    from kmirror.mirror import cutover, runner
 
     runner.setup_logging(a.log_level, a.log_format)
     plan = build_plan(_options(a))
@@ -87,7 +88,15 @@ def cmd_run(a: argparse.Namespace) -> int:
         plan.producer.settings.get("bootstrap.servers"),
     )
     return runner.run(
-        plan.stream_specs(), a.log_level, collector, group_syncs=plan.group_syncs(), log_format=a.log_format
+        plan.stream_specs(),
+        a.log_level,
+        collector,
+        group_syncs=plan.group_syncs(),
+        log_format=a.log_format,
+        # Before any stream joins: a group another mirror still uses is refused, --initial.offsets applied.
+        preflight=lambda: cutover.preflight(
+            cutover.sources_of(plan), plan.producer.settings, plan.options.initial_offsets
+        ),
     )
 
 

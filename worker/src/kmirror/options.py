@@ -9,6 +9,7 @@ from kmirror import __version__, audit
 from kmirror.commandline import add_command, top_parser
 from kmirror.failover import command as failover
 from kmirror.health import lagcheck
+from kmirror.mirror.cutover import DEFAULT_INITIAL_OFFSETS, INITIAL_OFFSETS
 from kmirror.mirror.gaps import GAP_POLICIES
 from kmirror.mirror.logformat import FORMATS as LOG_FORMATS
 from kmirror.mirror.metrics import DEFAULT_ADDRESS as DEFAULT_METRICS_ADDRESS
@@ -237,6 +238,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="name of a source cluster in metrics (label source), /health and log lines; repeat once per "
         "--consumer.config, in the same order (default: the consumer file's name without extension, or its "
         "folder's name where names repeat). The Ansible role passes the inventory's source name",
+    )
+    run.add_argument(
+        "--initial.offsets",
+        dest="initial_offsets",
+        choices=list(INITIAL_OFFSETS),
+        default=DEFAULT_INITIAL_OFFSETS,
+        help="where a partition without a committed offset in the mirror group starts (one with a "
+        "committed offset always resumes there, e.g. MirrorMaker 1's when its group.id is reused). "
+        "reset (default): the consumer file's auto.offset.reset (earliest: everything is copied). "
+        "target-end: right after the source record that the target partition's last record is a copy "
+        "of (same topic, partition, key, value, headers and timestamp), committed for the group before the "
+        "streams start; for a cutover from MirrorMaker 2, from offsets kept in ZooKeeper or beside an "
+        "existing copy. Refused while the group has members or when the copy does not keep partitions; a "
+        "partition with nothing on the target starts at auto.offset.reset "
+        "(docs/runbooks/cutover-from-mirrormaker.md)",
     )
     run.add_argument(
         "--metrics.port",

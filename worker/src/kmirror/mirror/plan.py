@@ -53,6 +53,8 @@ class MirrorOptions:
     gap_policy: str = "continue"  # --gap.policy: continue or stop at a gap (kmirror.mirror.gaps)
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
+    # --initial.offsets: where partitions without a committed offset start (kmirror.mirror.cutover)
+    initial_offsets: str = "reset"
     # --source.name: each source's name (metrics label `source`, logs, /health), in --consumer.config order;
     # empty: from the consumer files (source_names).
     source_names: list[str] = field(default_factory=list)

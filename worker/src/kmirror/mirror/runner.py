@@ -253,9 +253,15 @@ def run(
     collector: Collector | None = None,
     group_syncs: list[GroupSync] | None = None,
     log_format: str = "text",
+    *,
+    preflight: Callable[[], None] | None = None,
 ) -> int:
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
-    first, so that a port it cannot take stops the run before anything starts), None without one."""
+    first, so that a port it cannot take stops the run before anything starts), None without one.
+    `preflight`: called before anything starts (kmirror.mirror.cutover: the group check, --initial.offsets);
+    what it raises stops the run."""
+    if preflight is not None:
+        preflight()
     refusals: list[KmirrorError] = []
     ctx = multiprocessing.get_context("spawn")
     said_flag: Synchronized[int] = ctx.Value("i", 0)  # an ERROR line was logged (by any stream process)

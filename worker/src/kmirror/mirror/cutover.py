@@ -1,0 +1,417 @@
+"""The preflight of ``kmirror run``, before any stream starts: taking over from MirrorMaker.
+
+1. **Foreign members.** The mirror group of each source is described. A member that is not kmirror's (a
+   client.id other than the one the consumer file gives kmirror's streams, ``rdkafka`` when it sets none,
+   or a group protocol other than kmirror's ``partition.assignment.strategy``: MirrorMaker 1's consumers
+   are ``GROUP-0``, ``GROUP-1``... with the range assignor) means an old mirror still runs: kmirror and it
+   cannot share the group (their assignors differ, and both would copy). Refused with one line naming the
+   group, the members and the fix; exit 2.
+2. **Where each partition starts.** A partition with a committed offset in the group resumes there: the
+   same ``group.id`` as MirrorMaker 1 resumes from its offsets. For the others,
+   ``--initial.offsets`` says: ``reset`` (default) leaves them to the consumer file's
+   ``auto.offset.reset`` (earliest: everything is copied); ``target-end`` starts each one after the
+   source record that the target partition's last record is a copy of, so a copy made by another tool
+   (MirrorMaker 2, whose progress is in Connect's offsets; MirrorMaker 1 with offsets in ZooKeeper; a
+   first start beside an existing copy) is continued without copying it again.
+
+``target-end`` needs a copy that keeps topics, partitions and order (MirrorMaker 2 with
+IdentityReplicationPolicy does): the target's last record of ``T[p]`` is looked for in source ``T[p]``
+(same key, value, headers and timestamp: the first source record at or after the timestamp's offset
+that is equal in all four). Not found is refused with one line: the copy does not keep partitions
+(MirrorMaker 1 places records by key hash) or holds other records. When identical records follow the
+match, the first is taken (nothing is missed) and the distance to the last identical one is reported as
+the most records that may be copied twice. The offsets are committed with Kafka's admin API, which
+refuses while the group has members: only a stopped mirror's group is changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
+
+from kmirror.config import admin_settings
+from kmirror.config.filters import TopicFilter
+from kmirror.errors import ConfigError
+from kmirror.groupoffsets import committed_offsets
+from kmirror.mirror.plan import MirrorPlan
+
+log = logging.getLogger(__name__)
+_CLIENT_LOG = logging.getLogger("kmirror.librdkafka.cutover")
+
+RESET = "reset"
+TARGET_END = "target-end"
+INITIAL_OFFSETS = (RESET, TARGET_END)
+DEFAULT_INITIAL_OFFSETS = RESET
+RUNBOOK = "docs/runbooks/cutover-from-mirrormaker.md"
+# librdkafka's client.id when a file sets none: what kmirror's streams show in a group then.
+LIBRDKAFKA_CLIENT_ID = "rdkafka"
+TIMEOUT_S = 15.0
+# How many target records before the end are read to find the last one (control records of
+# transactions and compaction leave gaps), and how many source records after the match are looked at
+# for identical ones (the duplicates bound).
+TAIL_WINDOW = 50
+AFTER_MATCH = 1000
+_NOT_READY = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError._TIMED_OUT,
+}
+
+
+@dataclass(frozen=True)
+class SourceGroup:
+    """What the preflight needs of one source: its name, consumer file, settings and topic filter."""
+
+    name: str
+    origin: str
+    settings: Mapping[str, str]
+    topics: TopicFilter
+
+    @property
+    def group(self) -> str:
+        return self.settings["group.id"]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where one partition starts after ``target-end``: ``offset`` (the match + 1), and how many identical
+    records follow the match (records that may be copied twice)."""
+
+    topic: str
+    partition: int
+    offset: int
+    target_end: int
+    may_repeat: int
+
+
+def _code(exc: KafkaException) -> int | None:
+    err = exc.args[0] if exc.args else None
+    return err.code() if isinstance(err, KafkaError) else None
+
+
+def describe(admin: AdminClient, group: str, timeout: float = TIMEOUT_S) -> ConsumerGroupDescription | None:
+    """The group's description; None when the coordinator does not know it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(0.5, deadline - time.monotonic())
+            return admin.describe_consumer_groups([group], request_timeout=left)[group].result()
+        except KafkaException as exc:
+            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+                return None
+            if _code(exc) in _NOT_READY and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise
+
+
+def foreign_members(described: ConsumerGroupDescription | None, settings: Mapping[str, str]) -> list[str]:
+    """The group's members that are not kmirror's, as ``CLIENT_ID@HOST``: a client.id other than the
+    streams' (the consumer file's, else librdkafka's ``rdkafka``), or a group protocol (once chosen) that is
+    not one of kmirror's assignors, or a KIP-848 (consumer-protocol) group."""
+    if described is None or not described.members:
+        return []
+    ours_id = settings.get("client.id", "").strip() or LIBRDKAFKA_CLIENT_ID
+    assignors = {
+        a.strip() for a in settings.get("partition.assignment.strategy", "cooperative-sticky").split(",")
+    }
+    protocol = described.partition_assignor or ""
+    kind = getattr(getattr(described, "type", None), "name", "CLASSIC")
+    other_protocol = kind not in ("CLASSIC", "UNKNOWN") or (protocol != "" and protocol not in assignors)
+    return [
+        f"{m.client_id}@{(m.host or '?').lstrip('/')}"
+        for m in described.members
+        if other_protocol or m.client_id != ours_id
+    ]
+
+
+def check_group(source: SourceGroup, admin: AdminClient) -> ConsumerGroupDescription | None:
+    """Refuse a mirror group that still has members that are not kmirror's; the description."""
+    described = describe(admin, source.group)
+    foreign = foreign_members(described, source.settings)
+    if foreign and described is not None:
+        protocol = described.partition_assignor or "none chosen yet"
+        raise ConfigError(
+            f"consumer group {source.group!r} of source {source.name} still has {len(foreign)} member(s) "
+            f"that are not kmirror (group protocol {protocol}): {', '.join(sorted(foreign))}",
+            origin=source.origin,
+            key="group.id",
+            fix="stop every MirrorMaker process (and any other consumer) of this group first, then start "
+            f"kmirror: it resumes from their committed offsets ({RUNBOOK})",
+        )
+    return described
+
+
+def selected_partitions(admin: AdminClient, topics: TopicFilter) -> dict[str, int]:
+    md = admin.list_topics(timeout=TIMEOUT_S)
+    return {
+        t: len(m.partitions)
+        for t, m in md.topics.items()
+        if m.error is None and topics.matches(t) and m.partitions
+    }
+
+
+def _content(m: Message) -> tuple[object, ...]:
+    return (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+
+
+def _reader(settings: Mapping[str, str], group: str) -> Consumer:
+    return Consumer(
+        {
+            **admin_settings(settings),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        },
+        logger=_CLIENT_LOG,
+    )
+
+
+def _last_record(target: Consumer, topic: str, partition: int, lo: int, hi: int) -> Message | None:
+    """The last data record of a target partition (offsets lo..hi-1), read from a window before hi."""
+    tp = TopicPartition(topic, partition, max(lo, hi - TAIL_WINDOW))
+    target.assign([tp])
+    last: Message | None = None
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            for m in target.consume(TAIL_WINDOW, 0.5):
+                if m.error() is None:
+                    last = m
+            if last is not None and last.offset() is not None and last.offset() >= hi - 1:
+                break
+            pos = target.position([TopicPartition(topic, partition)])[0].offset
+            if pos >= hi:
+                break
+    finally:
+        target.unassign()
+    return last
+
+
+def _find(source: Consumer, last: Message, hi: int) -> tuple[int, int] | None:
+    """The first source offset whose record equals ``last`` (key, value, headers, timestamp), and the
+    offset of the last identical record within AFTER_MATCH records after it; None if there is none
+    before ``hi``."""
+    topic, partition = last.topic(), last.partition()
+    assert topic is not None and partition is not None
+    ts = last.timestamp()[1]
+    found = source.offsets_for_times([TopicPartition(topic, partition, ts)], timeout=TIMEOUT_S)[0]
+    if found.offset < 0 or found.offset >= hi:  # no record with a timestamp >= ts
+        return None
+    want = _content(last)
+    source.assign([TopicPartition(topic, partition, found.offset)])
+    first: int | None = None
+    latest: int | None = None
+    pos = found.offset
+    deadline = time.monotonic() + 5 * TIMEOUT_S
+    try:
+        while pos < hi and time.monotonic() < deadline:
+            if first is not None and pos > first + AFTER_MATCH:
+                break
+            for m in source.consume(500, 0.5):
+                if m.error() is not None:
+                    continue
+                off = m.offset()
+                assert off is not None
+                pos = off + 1
+                if off < hi and _content(m) == want:
+                    if first is None:
+                        first = off
+                    latest = off
+    finally:
+        source.unassign()
+    if first is None or latest is None:
+        return None
+    return first, latest
+
+
+def target_end_starts(
+    source: SourceGroup,
+    target_settings: Mapping[str, str],
+    missing: Mapping[str, list[int]],
+) -> list[Start]:
+    """For each partition without a committed offset, where to start so that the target's copy is
+    continued: the source offset after its last record. Partitions the target has nothing of are left
+    out (they start at auto.offset.reset). Refuses (ConfigError) where the copy does not match."""
+    starts: list[Start] = []
+    probe = f"{source.group}-kmirror-cutover"
+    target = _reader(target_settings, probe)
+    src = _reader(source.settings, probe)
+    try:
+        target_md = target.list_topics(timeout=TIMEOUT_S)
+        for topic, partitions in sorted(missing.items()):
+            tmeta = target_md.topics.get(topic)
+            if tmeta is None or tmeta.error is not None:
+                log.info(
+                    "%s: %s is not on the target yet: its partitions start at auto.offset.reset",
+                    source.name,
+                    topic,
+                )
+                continue
+            for p in partitions:
+                where = f"{topic}[{p}]"
+                if p not in tmeta.partitions:
+                    raise ConfigError(
+                        f"--initial.offsets {TARGET_END}: the target's {topic} has {len(tmeta.partitions)} "
+                        f"partitions, the source's more ({where} has no copy to continue): this copy "
+                        "does not keep partitions",
+                        origin=source.origin,
+                        key="group.id",
+                        fix=_fix_no_match(source.group),
+                    )
+                lo, hi = target.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)
+                last = _last_record(target, topic, p, lo, hi) if hi > lo else None
+                if last is None:
+                    log.info(
+                        "%s: %s: nothing on the target yet: starts at auto.offset.reset", source.name, where
+                    )
+                    continue
+                slo, shi = src.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)
+                found = _find(src, last, shi)
+                if found is None:
+                    raise ConfigError(
+                        f"--initial.offsets {TARGET_END}: the target's last record of {where} (offset "
+                        f"{last.offset()}, timestamp {last.timestamp()[1]}) is not in source partition "
+                        f"{where} (offsets {slo}-{shi - 1}; same key, value, headers and timestamp): this "
+                        "copy does not keep partitions and order (MirrorMaker 1 places records by key "
+                        "hash) or holds other records",
+                        origin=source.origin,
+                        key="group.id",
+                        fix=_fix_no_match(source.group),
+                    )
+                first, latest = found
+                starts.append(Start(topic, p, first + 1, hi, latest - first))
+    finally:
+        target.close()
+        src.close()
+    return starts
+
+
+def _fix_no_match(group: str) -> str:
+    return (
+        f"start without --initial.offsets {TARGET_END}: reuse the old mirror's group.id (its committed "
+        f"offsets), or set group {group!r}'s offsets first (kafka-consumer-groups.sh --reset-offsets) "
+        f"({RUNBOOK})"
+    )
+
+
+def commit_starts(admin: AdminClient, source: SourceGroup, starts: list[Start]) -> None:
+    """Commit the starting offsets for the group; Kafka refuses while the group has members."""
+    request = ConsumerGroupTopicPartitions(
+        source.group, [TopicPartition(s.topic, s.partition, s.offset) for s in starts]
+    )
+    try:
+        result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[
+            source.group
+        ].result()
+    except KafkaException as exc:
+        raise ConfigError(
+            f"--initial.offsets {TARGET_END}: Kafka did not take the starting offsets of group "
+            f"{source.group!r}: {exc.args[0].str() if exc.args else exc}",
+            origin=source.origin,
+            key="group.id",
+            fix="stop every member of the group (MirrorMaker or kmirror) and start again",
+        ) from None
+    failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+    if failed:
+        raise ConfigError(
+            f"--initial.offsets {TARGET_END}: Kafka refused the starting offsets of "
+            + ", ".join(f"{tp.topic}[{tp.partition}] ({tp.error.str()})" for tp in failed),
+            origin=source.origin,
+            key="group.id",
+            fix="stop every member of the group (MirrorMaker or kmirror) and start again",
+        )
+
+
+def preflight(
+    sources: list[SourceGroup], target_settings: Mapping[str, str], initial_offsets: str = RESET
+) -> None:
+    """Before the streams start: refuse a group shared with another mirror, say where the partitions
+    start, and with ``target-end`` commit the starts of those without an offset."""
+    for source in sources:
+        admin = AdminClient({**admin_settings(source.settings), "logger": _CLIENT_LOG})
+        try:
+            described = check_group(source, admin)
+            selected = selected_partitions(admin, source.topics)
+            committed = committed_offsets(admin, source.group, TIMEOUT_S)
+        except KafkaException as exc:
+            # The preflight is a check, not the mirror: a source that does not answer now is the streams'
+            # to report (they keep trying); the group check is then skipped for this start.
+            log.warning(
+                "%s: could not check group %s before starting (%s): started without the check",
+                source.name,
+                source.group,
+                exc.args[0].str() if exc.args else exc,
+            )
+            continue
+        missing = {t: [p for p in range(n) if (t, p) not in committed] for t, n in selected.items()}
+        missing = {t: ps for t, ps in missing.items() if ps}
+        total = sum(selected.values())
+        without = sum(len(ps) for ps in missing.values())
+        log.info(
+            "%s: group %s: %d of %d selected partitions resume from committed offsets; %d have none%s",
+            source.name,
+            source.group,
+            total - without,
+            total,
+            without,
+            "" if not without else f" (--initial.offsets {initial_offsets})",
+        )
+        if initial_offsets != TARGET_END or not missing:
+            continue
+        members = described.members if described is not None else []
+        if members:
+            raise ConfigError(
+                f"--initial.offsets {TARGET_END}: group {source.group!r} of source {source.name} has "
+                f"{len(members)} running kmirror member(s) "
+                f"({', '.join(sorted(f'{m.client_id}@{m.host.lstrip(chr(47))}' for m in members))}): "
+                "their partitions already started",
+                origin=source.origin,
+                key="group.id",
+                fix=f"stop every member first, or start without --initial.offsets {TARGET_END}",
+            )
+        starts = target_end_starts(source, target_settings, missing)
+        if not starts:
+            continue
+        commit_starts(admin, source, starts)
+        for s in starts:
+            log.info(
+                "%s: %s[%d]: the target's copy ends at offset %d; starting at source offset %d%s",
+                source.name,
+                s.topic,
+                s.partition,
+                s.target_end,
+                s.offset,
+                f" ({s.may_repeat} identical records follow: up to {s.may_repeat} copied twice)"
+                if s.may_repeat
+                else "",
+            )
+        log.info(
+            "%s: group %s: --initial.offsets %s committed the start of %d partitions after the target's "
+            "copy (at most %d records copied twice)",
+            source.name,
+            source.group,
+            TARGET_END,
+            len(starts),
+            sum(s.may_repeat for s in starts),
+        )
+
+
+def sources_of(plan: MirrorPlan) -> list[SourceGroup]:
+    """The preflight's view of a plan's sources."""
+    return [
+        SourceGroup(s.name, s.config.origin, dict(s.config.settings), s.topic_filter) for s in plan.sources
+    ]

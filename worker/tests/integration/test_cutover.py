@@ -1,0 +1,192 @@
+"""Cutover from Apache Kafka's own MirrorMakers to kmirror under live traffic, with the real tools
+(kmirror.testing.mirrormakers): MirrorMaker 1 from the 3.9 jars, MirrorMaker 2 (connect-mirror 4.3) in
+dedicated mode, both against the 4.3 test brokers.
+
+* A MirrorMaker 1 still running in the group is refused (exit 2, one line naming the group, its
+  members and the fix); once it is stopped, kmirror with the same group.id resumes from its committed
+  offsets: nothing missing, duplicates at most what MirrorMaker 1 wrote past its last commit.
+* A MirrorMaker 2 (progress in Connect offsets, no consumer group) is replaced with
+  ``--initial.offsets target-end``: nothing missing, no record copied twice (the records are unique, so
+  the target's last record matches one source offset exactly), and the bound kmirror reports is 0.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from mirror_harness import (
+    KMIRROR,
+    LiveTraffic,
+    Rec,
+    Worker,
+    assert_mirrored,
+    committed,
+    create_topic,
+    read_all,
+    run_args,
+    wait_until,
+    write,
+)
+
+from kmirror.testing.kafka import KafkaCluster
+from kmirror.testing.mirrormakers import MirrorMaker1, MirrorMaker2
+
+TOPIC = "orders"
+PARTITIONS = 3
+
+
+def ends(cluster: KafkaCluster, topic: str, partitions: int) -> list[int]:
+    """Each partition's high watermark (how many records it holds: nothing is deleted in these tests)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-count"})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def end_offsets(cluster: KafkaCluster, topic: str, partitions: int) -> int:
+    return sum(ends(cluster, topic, partitions))
+
+
+def seq(r: Rec) -> tuple[int, int]:
+    """(source partition, source offset) of a LiveTraffic record: its value is b"topic:p:i" and record i of
+    a fresh topic's partition p is at offset i (one idempotent producer, nothing else writes)."""
+    _, p, i = r.value.split(b":") if r.value else (b"", b"-1", b"-1")
+    return int(p), int(i)
+
+
+def copied_everything(sent: list[Rec], target: list[Rec]) -> int:
+    """Every sent record is on the target (in whatever partition: MirrorMaker 1 places records by key
+    hash); the number of duplicates."""
+    have = Counter(r.content for r in target)
+    missing = [r for r in sent if have[r.content] == 0]
+    assert not missing, f"{len(missing)} of {len(sent)} records missing on the target, e.g. {missing[:3]}"
+    return sum(n - 1 for n in have.values())
+
+
+def test_mirrormaker1_replaced_under_live_traffic(
+    kafka: dict[str, KafkaCluster], tmp_path: Path, workers: list[Worker]
+) -> None:
+    source, target = kafka["source"], kafka["target"]
+    create_topic(source, TOPIC, PARTITIONS)
+    create_topic(target, TOPIC, PARTITIONS)
+    mm1 = MirrorMaker1(
+        tmp_path / "mm1",
+        source.bootstrap,
+        target.bootstrap,
+        TOPIC,
+        "mirror",
+        num_streams=2,
+        commit_interval_ms=1000,
+    )
+    with LiveTraffic(source, TOPIC, PARTITIONS, rate_per_s=300) as traffic, mm1:
+        wait_until(lambda: end_offsets(target, TOPIC, PARTITIONS) >= 300, 120, "MirrorMaker 1 copying")
+
+        # check-config takes MirrorMaker 1's files as they are.
+        check = subprocess.run(
+            [*KMIRROR, "check-config", "--consumer.config", str(mm1.consumer_config), "--producer.config",
+             str(mm1.producer_config), "--whitelist", TOPIC],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "verdict: SAFE" in check.stdout
+
+        # kmirror with the same group while MirrorMaker 1 still runs: refused before any stream joins.
+        refused = subprocess.run(
+            [*KMIRROR, "run", *run_args(mm1.consumer_config, mm1.producer_config, "--whitelist", TOPIC)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        out = refused.stdout + refused.stderr
+        assert refused.returncode == 2, out
+        errors = [line for line in out.splitlines() if " ERROR " in line or "error:" in line]
+        assert len(errors) == 1, out
+        line = errors[0]
+        assert "'mirror'" in line and "mirror-0@127.0.0.1" in line and "mirror-1@127.0.0.1" in line, line
+        assert "group protocol range" in line and "stop every MirrorMaker process" in line, line
+        assert "Traceback" not in out
+
+        # The cutover: stop MirrorMaker 1 (it flushes and commits), start kmirror with its files.
+        mm1.stop()
+        offsets = committed(source, "mirror", TOPIC, PARTITIONS)
+        assert all(o > 0 for o in offsets.values()), offsets
+        before = read_all(target, [TOPIC], end_offsets(target, TOPIC, PARTITIONS), timeout=60)
+        past_commit = [r for r in before if seq(r)[1] >= offsets[seq(r)[0]]]
+        worker = Worker(tmp_path, run_args(mm1.consumer_config, mm1.producer_config, "--whitelist", TOPIC))
+        workers.append(worker)
+        worker.wait_for(
+            f"3 of {PARTITIONS} selected partitions resume from committed offsets; 0 have none", 60
+        )
+        worker.wait_for("assigned", 60)
+        at_start = len(traffic.sent)
+        wait_until(lambda: len(traffic.sent) > at_start + 300, 60, "live traffic after the cutover")
+    sent = traffic.sent
+    got = read_all(target, [TOPIC], len(sent), timeout=120)
+    assert worker.stop() == 0, worker.log()
+    duplicates = copied_everything(sent, got)
+    # Copied twice: only records MirrorMaker 1 wrote past its last commit (it commits after flushing on a
+    # clean stop, so usually none).
+    assert duplicates <= len(past_commit), (duplicates, len(past_commit), offsets)
+    print(f"MirrorMaker 1 -> kmirror: {len(sent)} records, 0 missing, {duplicates} duplicates")
+
+
+def test_mirrormaker2_replaced_with_target_end(
+    kafka: dict[str, KafkaCluster], tmp_path: Path, workers: list[Worker]
+) -> None:
+    source, target = kafka["source"], kafka["target"]
+    create_topic(source, TOPIC, PARTITIONS)
+    mm2 = MirrorMaker2(tmp_path / "mm2", source.bootstrap, target.bootstrap, TOPIC)
+    with LiveTraffic(source, TOPIC, PARTITIONS, rate_per_s=300) as traffic, mm2:
+        # Every partition copied in part (MirrorMaker 2 reads one partition's backlog before the next).
+        wait_until(
+            lambda: TOPIC in target_topics(target) and min(ends(target, TOPIC, PARTITIONS)) >= 100,
+            150,
+            "MirrorMaker 2 copying",
+        )
+        print(
+            f"MirrorMaker 2: 100 records in every partition {mm2.seconds_since_start():.1f} s after its start"
+        )
+        mm2.stop()
+        copied_by_mm2 = end_offsets(target, TOPIC, PARTITIONS)
+        consumer = write(
+            tmp_path / "consumer.properties",
+            f"bootstrap.servers={source.bootstrap}\ngroup.id=kmirror-cutover\n"
+            "session.timeout.ms=6000\nheartbeat.interval.ms=1000\n",
+        )
+        producer = write(tmp_path / "producer.properties", f"bootstrap.servers={target.bootstrap}\n")
+        worker = Worker(
+            tmp_path, run_args(consumer, producer, "--whitelist", TOPIC, "--initial.offsets", "target-end")
+        )
+        workers.append(worker)
+        worker.wait_for(f"committed the start of {PARTITIONS} partitions", 60)
+        worker.wait_for("assigned", 60)
+        at_start = len(traffic.sent)
+        wait_until(lambda: len(traffic.sent) > at_start + 300, 60, "live traffic after the cutover")
+    sent = traffic.sent
+    got = read_all(target, [TOPIC], len(sent), timeout=120)
+    assert worker.stop() == 0, worker.log()
+    assert copied_by_mm2 >= 300
+    assert "starts at auto.offset.reset" not in worker.log()
+    assert_mirrored(sent, got)  # every record, same partition and order (MirrorMaker 2 keeps partitions too)
+    duplicates = len(got) - len({r.content for r in got})
+    reported = re.search(r"at most (\d+) records copied twice", worker.log())
+    assert reported is not None, worker.log()
+    # The records are unique, so the target's last record is one source offset: nothing copied twice, as
+    # kmirror reports.
+    assert int(reported.group(1)) == 0
+    assert duplicates <= int(reported.group(1)), duplicates
+    print(
+        f"MirrorMaker 2 -> kmirror: {len(sent)} records ({copied_by_mm2} by MirrorMaker 2), 0 missing, "
+        f"{duplicates} duplicates"
+    )
+
+
+def target_topics(cluster: KafkaCluster) -> set[str]:
+    from mirror_harness import topic_partitions
+
+    return set(topic_partitions(cluster))
