@@ -26,8 +26,10 @@ from mirror_harness import (
     assert_mirrored,
     committed,
     create_topic,
+    produce,
     read_all,
     run_args,
+    topic_partitions,
     wait_until,
     write,
 )
@@ -187,6 +189,71 @@ def test_mirrormaker2_replaced_with_target_end(
 
 
 def target_topics(cluster: KafkaCluster) -> set[str]:
-    from mirror_harness import topic_partitions
-
     return set(topic_partitions(cluster))
+
+
+def recs(topic: str, partition: int, values: list[bytes], ts0: int = 1_700_000_000_000) -> list[Rec]:
+    return [
+        Rec(
+            topic,
+            partition,
+            b"k",
+            v,
+            (("n", b"%d" % i),) if v != b"X" else (("n", b"x"),),
+            ts0 + (i if v != b"X" else 0),
+        )
+        for i, v in enumerate(values)
+    ]
+
+
+def test_target_end_matches_exactly_or_refuses(
+    kafka: dict[str, KafkaCluster], tmp_path: Path, workers: list[Worker]
+) -> None:
+    """Without any MirrorMaker: copies made by hand on the target. Identical records right after the match
+    are counted in the reported bound (and are the only records copied twice); a partition with nothing on
+    the target starts at the beginning; a copy whose partitions are swapped is refused, nothing committed."""
+    source, target = kafka["source"], kafka["target"]
+    # repeats[0]: a0..a4, X, X, a7..a9 (two identical records X); the target holds the first 7.
+    p0 = recs("repeats", 0, [b"a0", b"a1", b"a2", b"a3", b"a4", b"X", b"X", b"a7", b"a8", b"a9"])
+    p1 = recs("repeats", 1, [b"b%d" % i for i in range(5)])
+    swapped = [
+        *recs("swapped", 0, [b"c%d" % i for i in range(5)]),
+        *recs("swapped", 1, [b"d%d" % i for i in range(5)]),
+    ]
+    for cluster in (source, target):
+        create_topic(cluster, "repeats", 2)
+        create_topic(cluster, "swapped", 2)
+    produce(source, [*p0, *p1, *swapped])
+    produce(target, p0[:7])
+    produce(target, [Rec(r.topic, 1 - r.partition, r.key, r.value, r.headers, r.timestamp) for r in swapped])
+
+    consumer = write(
+        tmp_path / "consumer.properties", f"bootstrap.servers={source.bootstrap}\ngroup.id=cutover\n"
+    )
+    producer = write(tmp_path / "producer.properties", f"bootstrap.servers={target.bootstrap}\n")
+    args = run_args(consumer, producer, "--whitelist", "swapped", "--initial.offsets", "target-end")
+    refused = subprocess.run([*KMIRROR, "run", *args], capture_output=True, text=True, timeout=120)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2, out
+    errors = [line for line in out.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in out, out
+    assert "swapped[0]" in errors[0] and "does not keep partitions" in errors[0], errors[0]
+    assert committed(source, "cutover", "swapped", 2) == {0: -1001, 1: -1001}  # nothing committed
+
+    worker = Worker(
+        tmp_path, run_args(consumer, producer, "--whitelist", "repeats", "--initial.offsets", "target-end")
+    )
+    workers.append(worker)
+    worker.wait_for("committed the start of 1 partitions", 60)
+    assert "repeats[1]: nothing on the target yet: starts at auto.offset.reset" in worker.log()
+    assert (
+        "repeats[0]: the target's copy ends at offset 7; starting at source offset 6 (1 identical"
+        in worker.log()
+    )
+    assert "at most 1 records copied twice" in worker.log()
+    got = read_all(target, ["repeats"], 7 + 4 + 5, timeout=60)
+    assert worker.stop() == 0, worker.log()
+    on = {p: [r.content for r in got if r.partition == p] for p in (0, 1)}
+    # The first X matched (offset 5): the second X (offset 6) is copied again, once; nothing is missing.
+    assert on[0] == [r.content for r in p0[:7] + p0[6:]]
+    assert on[1] == [r.content for r in p1]
