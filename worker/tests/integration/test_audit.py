@@ -6,11 +6,14 @@ One Spark session (local[2]) is shared by the in-process tests of this module.""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -364,3 +367,128 @@ def test_audit_ranges_and_counts_agree_with_kafkas_own_tools(kafka, spark):
     assert (t["source_records"], t["target_records"]) == (2 * 50 + 40 + 25,) * 2
     assert (t["missing"], t["duplicated"], t["unexpected"], t["in_flight"]) == (0, 0, 0, 0)
     assert rep["verdict"] == "complete"
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def charts(page):
+    """The report's SVG charts, parsed (each is well-formed XML)."""
+    return [ET.fromstring(m) for m in re.findall(r"<svg .*?</svg>", page, re.S)]
+
+
+def test_progress_on_stderr_spark_quiet_and_a_report_an_operator_can_act_on(kafka, tmp_path):
+    """One missing record in 176 old ones, 24 recent ones not copied yet (in flight), the mirror's own
+    files in the Ansible layout (/etc/kmirror/<source>/consumer.properties): the command says what it
+    does on stderr and nothing of Spark's; the report names the clusters, shows the one loss as a full
+    bar on its own axis over a labelled time axis, folds the in-flight records into one row, and says
+    which offsets to copy again."""
+    src, tgt = kafka["source"], kafka["target"]
+    for cluster in (src, tgt):
+        create_topic(cluster, "orders", 2)
+    now = int(time.time() * 1000)
+    base = now - now % (5 * MINUTE) - 90 * MINUTE  # 176 records over 44 minutes, 9 buckets of 5m
+    old = [Rec("orders", i % 2, b"k%d" % i, b"v%d" % i, (), base + i * 15_000) for i in range(176)]
+    recent = [Rec("orders", i % 2, b"r%d" % i, b"new", (), now - 60_000 + i) for i in range(24)]
+    dropped = old[101]
+    s, t = Log(src), Log(tgt)
+    s.send(old + recent)
+    t.send([r for r in old if r is not dropped])
+    dropped_offset = next(off for r, off in s.where if r is dropped)
+    conf = tmp_path / "etc" / "east"
+    conf.mkdir(parents=True)
+    consumer = write(conf / "consumer.properties", f"bootstrap.servers={src.bootstrap}\ngroup.id=mirror\n")
+    producer = write(conf / "producer.properties", f"bootstrap.servers={tgt.bootstrap}\nacks=all\n")
+    args = ["--source.config", str(consumer), "--target.config", str(producer), "--topics", "orders",
+            "--bucket", "5m", "--master", "local[2]"]  # fmt: skip
+    out = audit_cli([*args, "--target.name", "dc2", "--output", str(tmp_path / "report")])
+    assert out.returncode == 1, out.stdout + out.stderr
+
+    # Progress: every stderr line is the audit's own, in the order of the work; none of Spark's.
+    lines = out.stderr.splitlines()
+    assert lines and all(line.startswith("kmirror audit: ") for line in lines), out.stderr
+    said = [line.removeprefix("kmirror audit: ") for line in lines]
+
+    def at(text):
+        return next(i for i, line in enumerate(said) if line.startswith(text))
+
+    assert "reading source east topic orders: 2 partition(s), 200 offsets" in said
+    assert "reading target dc2 topic orders: 2 partition(s), 175 offsets" in said
+    reading = re.fullmatch(r"reading: (\d+) Spark task\(s\)", said[at("reading: ")])
+    assert reading, said
+    n_read = int(reading[1])
+    matching = re.fullmatch(r"matching: (\d+) Spark task\(s\)", said[at("matching: ")])
+    assert matching, said
+    n_match = int(matching[1])
+    done = [at(f"reading: {n_read}/{n_read} task(s) done"), at(f"matching: {n_match}/{n_match} task(s) done")]
+    result = at("topic orders: ")
+    assert (
+        said[result] == "topic orders: 200 source, 175 target records; 1 missing, 0 duplicated, "
+        "0 unexpected, 24 in flight: INCOMPLETE"
+    )
+    assert at("reading source east") < at("starting Spark") < at("reading: ") < done[0] < done[1] < result
+
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    page = (tmp_path / "report" / "report.html").read_text()
+    # Clusters by name, never by address.
+    assert rep["clusters"]["source"]["name"] == "east" and rep["clusters"]["target"]["name"] == "dc2"
+    assert "<h1>kmirror audit: east &rarr; dc2</h1>" in page
+    assert src.bootstrap not in page and tgt.bootstrap not in page
+    assert re.findall(r'<b class="cluster">(.*?)</b>', page) == ["east", "dc2"]
+
+    # The one loss is a bar as tall as its panel, on the panel's own axis (top label 1), in its bucket.
+    (svg,) = charts(page)
+    bars = svg.findall(f".//{SVG}rect[@class='missing-count']")
+    assert [b.get("data-count") for b in bars] == ["1"]
+    bucket = next(g for g in svg.iter(f"{SVG}g") if g.find(f"{SVG}rect[@class='missing-count']") is not None)
+    assert bucket.get("data-bucket") == iso_ms(dropped.timestamp - dropped.timestamp % (5 * MINUTE))
+    assert float(bars[0].get("height")) >= 50  # the panel is 56 px high; 1/176 of it would be 0.3 px
+    assert svg.find(f".//{SVG}text[@class='bad-max']").text == "1"
+    # A labelled time axis: several ticks, left to right, each on a multiple of one step.
+    ticks = svg.findall(f".//{SVG}text[@class='tick']")
+    assert len(ticks) >= 4, [t.text for t in ticks]
+    xs, ms = [float(t.get("x")) for t in ticks], [int(t.get("data-ms")) for t in ticks]
+    assert xs == sorted(xs) and len(set(t.text for t in ticks)) == len(ticks)
+    step = ms[1] - ms[0]
+    assert all(m % step == 0 for m in ms) and all(b - a == step for a, b in itertools.pairwise(ms))
+    assert ticks[0].text.endswith(
+        time.strftime("%H:%M", time.gmtime(ms[0] / 1000))
+    )  # with the date after midnight
+
+    # The 24 in-flight records: one summary row (each is in report.json), not 24.
+    assert len(rep["in_flight_records"]) == 24
+    flight = re.search(r'<table class="in-flight">(.*?)</table>', page, re.S)[1]
+    assert flight.count("<tr>") == 2 and "<td>24</td>" in flight
+    assert '<td class="l">r0</td>' not in page  # no in-flight record listed one by one
+
+    # What next: the source range to copy again, and where to look.
+    assert rep["remirror"] == [
+        {
+            "topic": "orders",
+            "partition": dropped.partition,
+            "from_offset": dropped_offset,
+            "to_offset": dropped_offset,
+            "missing": 1,
+            "first_timestamp": iso_ms(dropped.timestamp),
+            "last_timestamp": iso_ms(dropped.timestamp),
+        }
+    ]
+    nxt = re.search(r'<div class="next" id="what-next">(.*?)</div>', page, re.S)[1]
+    assert (
+        f"Re-mirror these ranges of source east: orders/{dropped.partition} offsets "
+        f"{dropped_offset}-{dropped_offset} (1 missing)" in nxt
+    )
+    assert "kmirror@east" in nxt and "24 recent records are not on target dc2 yet" in nxt
+
+    # Spark's own log when asked for: its INFO lines and the JVM's start-up notice come through.
+    out = audit_cli([*args, "--spark.log.level", "info", "--output", str(tmp_path / "verbose")])
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert re.search(r"^\d\d:\d\d:\d\d INFO SparkContext: Running Spark version", out.stderr, re.M), (
+        out.stderr
+    )
+    assert "WARNING: Using incubator modules" in out.stderr
+    assert "kmirror audit: reading target target topic orders" in out.stderr  # default name: 'target'
+
+
+def iso_ms(ms):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"

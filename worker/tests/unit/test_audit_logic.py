@@ -237,7 +237,16 @@ def test_complete_report():
             "completeness": 1.0,
         }
     ]
-    assert rep["clusters"]["source"] == {"bootstrap": "src:9092", "partitions": 2, "offsets_planned": 4}
+    assert rep["clusters"]["source"] == {
+        "name": "source",
+        "bootstrap": "src:9092",
+        "partitions": 2,
+        "offsets_planned": 4,
+    }
+    assert rep["remirror"] == []
+    assert rep["next_steps"] == [
+        "Nothing to do: every record of source source in the window is on target target exactly once."
+    ]
     assert rep["summary"].startswith("COMPLETE: 0 missing, 0 duplicated")
     assert rep["window"]["bucket"] == "10m" and rep["window"]["grace"] == "5m"
 
@@ -343,3 +352,53 @@ def test_command_refuses_bad_options_in_one_line_before_any_cluster_or_spark(tmp
         assert err.startswith("kmirror audit: error: ") and err.count("\n") == 1, err
         assert expected in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("first", "end", "step", "count"),
+    [
+        (0, 60 * MIN, 10 * MIN, 7),  # an hour: every 10 minutes, both ends labelled
+        (20_000, 180_000, 30_000, 6),  # 18 buckets of 10 s, starting off a step
+        (0, 10 * MIN, 2 * MIN, 6),  # one bucket of 10 minutes
+        (NOW, NOW + 3 * 86_400_000, 12 * 3_600_000, 6),  # days, from 22:13: every 12 hours
+    ],
+)
+def test_time_axis_has_several_labelled_ticks_on_round_instants(first, end, step, count):
+    got_step, ticks = report.time_ticks(first, end)
+    assert got_step == step and len(ticks) == count
+    assert all(t % step == 0 and first <= t <= end for t in ticks)
+    assert 2 <= len(ticks) <= report._MAX_TICKS
+
+
+def test_next_steps_name_ranges_to_copy_and_where_to_look():
+    rows = [row("t", 0, 10, 10, differing=4)]
+    groups = [
+        group(5, [(SOURCE, 1, 7)]),
+        group(6, [(SOURCE, 1, 9)]),
+        group(7, [(SOURCE, 0, 2)]),
+        group(8, [(SOURCE, 0, 3), (TARGET, 2, 4), (TARGET, 2, 5)]),
+        group(9, [(TARGET, 1, 6)]),
+    ]
+    rep = build(rows, groups)
+    assert [(r["partition"], r["from_offset"], r["to_offset"], r["missing"]) for r in rep["remirror"]] == [
+        (0, 2, 2, 1),
+        (1, 7, 9, 2),
+    ]
+    missing, dup, unexpected = rep["next_steps"]
+    assert missing.startswith(
+        "Re-mirror these ranges of source source: t/0 offsets 2-2 (1 missing); t/1 offsets 7-9 (2 missing)."
+    )
+    assert (
+        "kmirror@source" in missing and "from 1970-01-01T00:00:00.005Z to 1970-01-01T00:00:00.007Z" in missing
+    )
+    assert dup.startswith("1 extra copies on target target (at 1970-01-01T00:00:00.008Z)")
+    assert unexpected.startswith("1 records only on target target (topics t)")
+    page = report.render_html(rep)
+    assert page.count("<li>") == 3 and 'id="what-next"' in page
+
+
+def test_default_cluster_names_follow_the_ansible_layout(tmp_path):
+    east = tmp_path / "east"
+    assert job.default_name(str(east / "consumer.properties"), "consumer", None) == "east"
+    assert job.default_name(str(east / "producer.properties"), "producer", "target") == "target"
+    assert job.default_name(str(tmp_path / "dc1.properties"), "consumer", None) == "dc1"

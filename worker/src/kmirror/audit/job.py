@@ -2,6 +2,7 @@
 
     kmirror audit --source.config FILE --target.config FILE --topics REGEX [--from TIME] [--to TIME]
                   [--bucket 10m] [--grace 5m] --output DIR [--master URL] [--exclude REGEX]
+                  [--source.name NAME] [--target.name NAME] [--spark.log.level LEVEL]
 
 Both clusters are read once, in parallel, inside Spark executors (confluent-kafka, one Spark partition
 per offset range). Every record's content (topic, key, value, headers, timestamp) is hashed into 128
@@ -9,6 +10,8 @@ bits and the copies of each content are counted on both sides: missing (in the s
 target), duplicated (extra copies in the target), unexpected (in the target, not in the source), each
 named by partition and offset, and the record counts per topic and time bucket of the record timestamp.
 Records newer than now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
+While it runs, progress lines on stderr (clusters and topics planned, Spark's reading and matching tasks
+done, each topic's result); Spark's own log stays off unless --spark.log.level asks for it.
 The properties files are read as `kmirror run` reads them (Java and legacy keys, SASL, TLS).
 
 Exit codes: 0 complete, 1 records missing or duplicated, 2 error (one line on stderr).
@@ -41,7 +44,9 @@ from typing import TYPE_CHECKING
 
 from kmirror.audit import diff, report
 from kmirror.audit.kafka import AuditError, plan_cluster
+from kmirror.audit.progress import Progress
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
+from kmirror.audit.spark import LOG_LEVELS
 from kmirror.commandline import Parser, add_command, add_file_option, run_alone, seconds
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import Command, KmirrorError
@@ -67,6 +72,8 @@ class AuditOptions:
     range_size: int = DEFAULT_RANGE_SIZE
     max_listed: int = 1_000_000
     timeout: float = 30.0
+    source_name: str = "source"
+    target_name: str = "target"
 
 
 @dataclass
@@ -93,31 +100,39 @@ def plan(o: AuditOptions) -> Plan:
 
 
 def run(
-    spark: SparkSession, o: AuditOptions, planned: Plan | None = None, spark_start_s: float | None = None
+    spark: SparkSession,
+    o: AuditOptions,
+    planned: Plan | None = None,
+    spark_start_s: float | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, object]:
-    """Plan (unless given), compare, and build the report (a dict, as written to report.json)."""
+    """Plan (unless given), compare, and build the report (a dict, as written to report.json); with
+    `progress`, Spark's stages as they go and each topic's result."""
     from kmirror.audit import spark as sp
 
     planned = planned or plan(o)
     spans = planned.spans
     t1 = time.monotonic()
     in_flight_from = o.now_ms - o.grace_ms
-    rows, groups = sp.compare(
-        spark,
-        spans,
-        [o.source, o.target],
-        from_ms=o.from_ms,
-        to_ms=o.to_ms,
-        bucket_ms=o.bucket_ms,
-        in_flight_from=in_flight_from,
-        range_size=o.range_size,
-    )
+    with progress.stages(spark) if progress else contextlib.nullcontext():
+        rows, groups = sp.compare(
+            spark,
+            spans,
+            [o.source, o.target],
+            from_ms=o.from_ms,
+            to_ms=o.to_ms,
+            bucket_ms=o.bucket_ms,
+            in_flight_from=in_flight_from,
+            range_size=o.range_size,
+        )
     phase1 = diff.compare_sums(rows)
     differences = diff.classify(groups, o.bucket_ms, in_flight_from)
     t2 = time.monotonic()
     ctx = report.Context(
         source=o.source.get("bootstrap.servers", ""),
         target=o.target.get("bootstrap.servers", ""),
+        source_name=o.source_name,
+        target_name=o.target_name,
         topics_regex=o.topics,
         exclude_regex=o.exclude,
         from_ms=o.from_ms,
@@ -134,7 +149,10 @@ def run(
         spark={"version": str(spark.version), "master": str(spark.sparkContext.master)},
         max_listed=o.max_listed,
     )
-    return report.build(ctx, phase1, differences)
+    rep = report.build(ctx, phase1, differences)
+    if progress:
+        progress.topics(rep)
+    return rep
 
 
 def write(rep: Mapping[str, object], out: Path) -> tuple[Path, Path]:
@@ -223,6 +241,30 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         help="records listed per kind in report.json (default 1000000)",
     )
     p.add_argument("--timeout", type=seconds(), default=30.0, metavar="S", help="broker request timeout")
+    p.add_argument(
+        "--source.name",
+        dest="source_name",
+        metavar="NAME",
+        help="the source cluster's name in the report and progress lines (default: the source file's "
+        "name without .properties; for consumer.properties, its folder's name, as in /etc/kmirror/NAME/)",
+    )
+    p.add_argument(
+        "--target.name",
+        dest="target_name",
+        metavar="NAME",
+        help="the target cluster's name (default: the target file's name without .properties; "
+        "'target' for producer.properties)",
+    )
+    p.add_argument(
+        "--spark.log.level",
+        dest="spark_log_level",
+        default="off",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help="Spark's own log on stderr: off (default: the audit's progress lines only), error, warn, "
+        "info or debug (then also what Spark's JVM prints when it starts)",
+    )
     # `--from -2h`: a relative time is a value, not an option (argparse only knows negative numbers).
     p._negative_number_matcher = re.compile(r"^-\d+(?:ms|s|m|h|d|w)?$|^-\d*\.\d+$")
     return p
@@ -253,7 +295,19 @@ def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
         range_size=a.range_size,
         max_listed=a.max_listed,
         timeout=a.timeout,
+        source_name=a.source_name or default_name(a.source_config, "consumer", None),
+        target_name=a.target_name or default_name(a.target_config, "producer", "target"),
     )
+
+
+def default_name(path: str, generic: str, fallback: str | None) -> str:
+    """A cluster's name from its properties file: the file's stem, unless it is the generic one (the
+    mirror's consumer.properties / producer.properties): then the folder's name (the Ansible layout
+    /etc/kmirror/<source>/) or `fallback`."""
+    p = Path(path)
+    if p.stem != generic:
+        return p.stem
+    return fallback or p.resolve().parent.name or generic
 
 
 def _spark_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -299,11 +353,16 @@ def cmd_audit(a: argparse.Namespace) -> int:
 
     spark = None
     archive = None if sp.under_spark_submit() else sp.ClassArchive.find()
+    progress = Progress()
     try:
         planned = plan(opts)  # cluster problems show before Spark starts
+        progress.planned(planned.spans, [opts.source_name, opts.target_name])
+        master = a.master or ("spark-submit's master" if sp.under_spark_submit() else "local[*]")
+        progress.say(f"starting Spark ({master})")
         t0 = time.monotonic()
-        spark = sp.session(a.master, conf, archive)
-        rep = run(spark, opts, planned, spark_start_s=time.monotonic() - t0)
+        spark = sp.session(a.master, conf, archive, log_level=a.spark_log_level)
+        progress.say(f"Spark {spark.version} started in {time.monotonic() - t0:.1f} s")
+        rep = run(spark, opts, planned, spark_start_s=time.monotonic() - t0, progress=progress)
         paths = write(rep, out)
     except KmirrorError as exc:
         raise AuditError(" ".join(str(exc).split())) from None

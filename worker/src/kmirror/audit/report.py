@@ -4,10 +4,10 @@ inline SVG chart of completeness per time bucket (no external assets, no scripts
 from __future__ import annotations
 
 import html
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import cast
 
 from kmirror.audit.diff import BucketDiff, Differences, Phase1
@@ -38,6 +38,8 @@ class Context:
     spark: Mapping[str, str] = field(default_factory=dict)
     max_listed: int = 1_000_000
     exclude_regex: str | None = None
+    source_name: str = "source"
+    target_name: str = "target"
 
 
 def exit_code(report: Mapping[str, object]) -> int:
@@ -101,6 +103,7 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
         for name in totals:
             totals[name] += row[name]  # type: ignore[operator]
 
+    remirror = remirror_ranges(diffs.missing_records)
     listed: dict[str, object] = {}
     truncated = {}
     for name in _LISTS:
@@ -125,17 +128,22 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
         "exclude_regex": ctx.exclude_regex,
         "clusters": {
             name: {
+                "name": alias,
                 "bootstrap": bootstrap,
                 "partitions": len({(s.topic, s.partition) for s in ctx.spans if s.side == side}),
                 "offsets_planned": sum(s.size for s in ctx.spans if s.side == side),
             }
-            for side, name, bootstrap in ((SOURCE, "source", ctx.source), (TARGET, "target", ctx.target))
+            for side, name, alias, bootstrap in (
+                (SOURCE, "source", ctx.source_name, ctx.source),
+                (TARGET, "target", ctx.target_name, ctx.target),
+            )
         },
         "totals": totals,
         "topics": list(topics.values()),
         "buckets": buckets,
         **listed,
         "truncated": truncated,
+        "remirror": remirror,
         "warnings": warnings,
         "timings_s": {k: round(v, 3) for k, v in ctx.timings.items()},
         "spark": dict(ctx.spark),
@@ -144,7 +152,89 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
     report["exit_code"] = code
     report["verdict"] = "complete" if code == EXIT_COMPLETE else "incomplete"
     report["summary"] = summary(report)
+    report["next_steps"] = next_steps(report, diffs)
     return report
+
+
+def remirror_ranges(missing: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """Per source partition with missing records: the offsets to copy again (first to last missing,
+    inclusive), how many of them are missing, and their timestamps."""
+    by_partition: dict[tuple[str, int], list[Mapping[str, object]]] = defaultdict(list)
+    for r in missing:
+        by_partition[(str(r["topic"]), cast(int, r["partition"]))].append(r)
+    out = []
+    for (topic, partition), records in sorted(by_partition.items()):
+        offsets = [cast(int, r["offset"]) for r in records]
+        stamps = [cast(int, r["timestamp"]) for r in records]
+        out.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "from_offset": min(offsets),
+                "to_offset": max(offsets),
+                "missing": len(records),
+                "first_timestamp": iso(min(stamps)),
+                "last_timestamp": iso(max(stamps)),
+            }
+        )
+    return out
+
+
+def _span_of(records: Sequence[Mapping[str, object]]) -> str:
+    stamps = [cast(int, r["timestamp"]) for r in records]
+    first, last = iso(min(stamps)), iso(max(stamps))
+    return f"at {first}" if first == last else f"from {first} to {last}"
+
+
+def next_steps(report: Mapping[str, object], diffs: Differences) -> list[str]:
+    """What the operator does next, one sentence each: which source ranges to copy again and where to
+    look for the cause of missing or duplicated records; nothing to do when complete."""
+    t: Mapping[str, int] = report["totals"]  # type: ignore[assignment]
+    clusters: Mapping[str, Mapping[str, object]] = report["clusters"]  # type: ignore[assignment]
+    src, tgt = clusters["source"]["name"], clusters["target"]["name"]
+    steps = []
+    ranges = cast(Sequence[Mapping[str, object]], report["remirror"])
+    if ranges:
+        shown = "; ".join(
+            f"{r['topic']}/{r['partition']} offsets {r['from_offset']}-{r['to_offset']} "
+            f"({r['missing']:,} missing)"
+            for r in ranges[:5]
+        )
+        more = (
+            f"; and {len(ranges) - 5:,} more partition(s) (report.json, 'remirror')"
+            if len(ranges) > 5
+            else ""
+        )
+        steps.append(
+            f"Re-mirror these ranges of source {src}: {shown}{more}. Look in the mirror's log "
+            f"(kmirror@{src}) for send errors, restarts and rebalances since the first missing record "
+            f"({_span_of(diffs.missing_records)}); docs/health.md, 'After an incomplete audit'."
+        )
+    if t["duplicated"]:
+        steps.append(
+            f"{t['duplicated']:,} extra copies on target {tgt} ({_span_of(diffs.duplicated_records)}): "
+            "records sent again after a restart or rebalance; look in the mirror's log "
+            f"(kmirror@{src}) at those times. Nothing to copy; consumers that are not idempotent "
+            "read them twice."
+        )
+    if t["unexpected"]:
+        topics = sorted({str(r["topic"]) for r in diffs.unexpected_records})
+        steps.append(
+            f"{t['unexpected']:,} records only on target {tgt} (topics {', '.join(topics)}): "
+            "another producer writes to them there, or retention removed the source's copies before "
+            "the audit read them."
+        )
+    if t["in_flight"]:
+        steps.append(
+            f"{t['in_flight']:,} recent records are not on target {tgt} yet (in flight, newer than "
+            f"{cast(Mapping[str, object], report['window'])['in_flight_from']}): nothing to do while the "
+            "mirror keeps up; the next audit checks them."
+        )
+    if not steps:
+        steps.append(
+            f"Nothing to do: every record of source {src} in the window is on target {tgt} exactly once."
+        )
+    return steps
 
 
 def _zero(topic: str | None) -> dict[str, object]:
@@ -176,13 +266,15 @@ def summary(report: Mapping[str, object]) -> str:
 
 # ---------------------------------------------------------------------------------------------- HTML
 
-_GREEN, _RED, _GREY, _ORANGE, _AXIS = "#2e8b57", "#d62728", "#b0b0b0", "#ff8c00", "#555"
+_GREEN, _RED, _GREY, _ORANGE, _PURPLE, _AXIS = "#2e8b57", "#d62728", "#b0b0b0", "#ff8c00", "#7b3fa0", "#555"
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;
  max-width:1200px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 6px} .muted{color:#666}
 .verdict{padding:14px 18px;border-radius:6px;color:#fff;font-size:20px;font-weight:600;margin:12px 0}
 .ok{background:#2e8b57} .bad{background:#c62828}
+.next{border-left:4px solid #1565c0;background:#f3f7fc;padding:8px 14px;margin:10px 0}
+.next ul{margin:4px 0;padding-left:20px}
 .cards{display:flex;gap:10px;flex-wrap:wrap;margin:10px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:110px}
 .card b{display:block;font-size:20px} .card.alert b{color:#c62828} .card.warn b{color:#e65100}
@@ -190,93 +282,140 @@ table{border-collapse:collapse;margin:6px 0} td,th{border:1px solid #ddd;padding
 th{background:#f4f4f4} td.l,th.l{text-align:left} .legend span{display:inline-block;margin-right:14px}
 .sw{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 """
+# Steps of the time axis's labelled ticks (ms): the smallest that gives at most _MAX_TICKS labels.
+_TICK_STEPS = [
+    n * unit
+    for unit, ns in (
+        (1000, (1, 5, 10, 15, 30)),
+        (60_000, (1, 2, 5, 10, 15, 30)),
+        (3_600_000, (1, 2, 3, 6, 12)),
+    )
+    for n in ns
+] + [d * 86_400_000 for d in (1, 2, 7, 14, 30, 91, 182, 365)]
+_MAX_TICKS = 8
 
 
 def _e(v: object) -> str:
     return html.escape("" if v is None else str(v))
 
 
-def _segments(src: int, missing: int, in_flight: int, height: float) -> list[tuple[float, str]]:
-    """Heights of the red (missing), grey (in flight) and green (on the target) parts of a bar; a part
-    that is not empty stays visible (at least 3 px) however small its share."""
-    parts = []
-    for count, colour in ((missing, _RED), (in_flight, _GREY)):
-        if count:
-            parts.append((max(3.0, height * count / src), colour))
-    rest = height - sum(h for h, _ in parts)
-    if src - missing - in_flight > 0:
-        parts.append((max(0.0, rest), _GREEN))
-    return parts
+def time_ticks(first_ms: int, end_ms: int) -> tuple[int, list[int]]:
+    """The step and the instants (multiples of the step, UTC) of the labelled ticks of [first, end]:
+    at least two, at most _MAX_TICKS (the ends of the axis are used when no step fits)."""
+    span = end_ms - first_ms
+    for step in _TICK_STEPS:
+        if span / step <= _MAX_TICKS:
+            ticks = list(range(first_ms + (-first_ms) % step, end_ms + 1, step))
+            if len(ticks) >= 2:
+                return step, ticks
+            break
+    return span, [first_ms, end_ms]
+
+
+def _tick_label(ms: int, step: int, same_day: bool) -> str:
+    d = datetime.fromtimestamp(ms / 1000, UTC)
+    if step >= 86_400_000:
+        return d.strftime("%Y-%m-%d")
+    clock = d.strftime("%H:%M:%S" if step < 60_000 else "%H:%M")
+    return clock if same_day else f"{d.strftime('%m-%d')} {clock}"
 
 
 def _chart(topic: str, buckets: Sequence[Mapping[str, object]], bucket_ms: int) -> str:
-    """Bars per bucket, as % of the source records: green = on the target, red = missing, grey = in
-    flight; a red mark above a bar that misses records, an orange one above a bar with duplicated or
-    unexpected records; the completeness written above incomplete bars when there is room."""
+    """Two panels over one labelled time axis, a slot per bucket: above, the source records per bucket
+    (green: on the target, grey: in flight, red: missing); below, on an axis of their own, the missing
+    (red), duplicated (orange) and unexpected (purple) records per bucket, so that one missing record in
+    thousands is a bar as tall as the panel's largest."""
     if not buckets:
         return '<p class="muted">no records in the window</p>'
     first: int = buckets[0]["start_ms"]  # type: ignore[assignment]
     last: int = buckets[-1]["start_ms"]  # type: ignore[assignment]
     n = (last - first) // bucket_ms + 1
-    width, height, left, top, bottom = 960, 130, 44, 30, 34
+    width, left, top, h_rec, gap, h_bad = 960, 78, 8, 90, 14, 56
+    rec_y, bad_y = top, top + h_rec + gap
+    axis_y = bad_y + h_bad
+    height = axis_y + 36
     slot = width / n
     bar = max(1.0, slot * 0.85)
+    max_rec = max(max(int(b["source_records"]), int(b["target_records"])) for b in buckets)  # type: ignore[call-overload]
+    max_bad = max(int(b["missing"]) + int(b["duplicated"]) + int(b["unexpected"]) for b in buckets)  # type: ignore[call-overload]
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width + left + 10}" '
-        f'height="{top + height + bottom}" aria-label="completeness of {_e(topic)} per bucket">',
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + height}" stroke="{_AXIS}"/>',
-        f'<line x1="{left}" y1="{top + height}" x2="{left + width}" y2="{top + height}" stroke="{_AXIS}"/>',
-        f'<text x="{left - 6}" y="{top + 4}" font-size="11" text-anchor="end">100%</text>',
-        f'<text x="{left - 6}" y="{top + height / 2 + 4}" font-size="11" text-anchor="end">50%</text>',
-        f'<text x="{left - 6}" y="{top + height}" font-size="11" text-anchor="end">0%</text>',
-        f'<line x1="{left}" y1="{top + height / 2}" x2="{left + width}" y2="{top + height / 2}" '
-        'stroke="#e5e5e5"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width + left + 20}" height="{height}" '
+        f'aria-label="records of {_e(topic)} per bucket: on the target, missing, duplicated, unexpected">',
+        f'<text x="{left - 8}" y="{rec_y + 10}" font-size="11" text-anchor="end">{max_rec:,}</text>',
+        f'<text x="{left - 8}" y="{rec_y + h_rec}" font-size="11" text-anchor="end">0</text>',
+        f'<text x="{left - 8}" y="{rec_y + h_rec / 2 + 4}" font-size="10" text-anchor="end" fill="#666">'
+        "records</text>",
+        f'<line x1="{left}" y1="{rec_y}" x2="{left}" y2="{rec_y + h_rec}" stroke="{_AXIS}"/>',
+        f'<line x1="{left}" y1="{rec_y + h_rec}" x2="{left + width}" y2="{rec_y + h_rec}" stroke="{_AXIS}"/>',
+        f'<line x1="{left}" y1="{bad_y}" x2="{left}" y2="{axis_y}" stroke="{_AXIS}"/>',
+        f'<text x="{left - 8}" y="{axis_y}" font-size="11" text-anchor="end">0</text>',
+        f'<text x="{left - 8}" y="{bad_y + h_bad / 2 + 4}" font-size="10" text-anchor="end" fill="#666">'
+        "missing/extra</text>",
     ]
+    if max_bad:
+        parts.append(
+            f'<text class="bad-max" x="{left - 8}" y="{bad_y + 10}" font-size="11" text-anchor="end">'
+            f"{max_bad:,}</text>"
+        )
+    else:
+        parts.append(
+            f'<text x="{left + width / 2}" y="{bad_y + h_bad / 2 + 4}" font-size="12" text-anchor="middle" '
+            f'fill="{_GREEN}">no record missing, duplicated or unexpected</text>'
+        )
     for b in buckets:
         x = left + ((b["start_ms"] - first) // bucket_ms) * slot + (slot - bar) / 2  # type: ignore[operator]
         src: int = b["source_records"]  # type: ignore[assignment]
         missing: int = b["missing"]  # type: ignore[assignment]
+        fly: int = b["in_flight"]  # type: ignore[assignment]
         tip = (
             f"{b['start']}: {src:,} source, {b['target_records']:,} target, {missing:,} missing, "
-            f"{b['duplicated']:,} duplicated, {b['unexpected']:,} unexpected, {b['in_flight']:,} in flight"
+            f"{b['duplicated']:,} duplicated, {b['unexpected']:,} unexpected, {fly:,} in flight"
         )
-        parts.append(f"<g><title>{_e(tip)}</title>")
+        parts.append(f'<g data-bucket="{_e(b["start"])}"><title>{_e(tip)}</title>')
         if src:
-            y = float(top)
-            for h, colour in _segments(src, missing, b["in_flight"], height):  # type: ignore[arg-type]
-                parts.append(
-                    f'<rect x="{x:.2f}" y="{y:.2f}" width="{bar:.2f}" height="{h:.2f}" fill="{colour}"/>'
-                )
-                y += h
+            y = float(rec_y + h_rec)
+            for count, colour, cls in ((src - missing - fly, _GREEN, "copied"), (fly, _GREY, "in-flight"),
+                                       (missing, _RED, "missing")):  # fmt: skip
+                if count > 0:
+                    h = h_rec * count / max_rec
+                    y -= h
+                    parts.append(
+                        f'<rect class="{cls}" x="{x:.2f}" y="{y:.2f}" width="{bar:.2f}" height="{h:.2f}" '
+                        f'fill="{colour}"/>'
+                    )
         else:
+            h = h_rec * int(b["target_records"]) / max_rec  # type: ignore[call-overload]
             parts.append(
-                f'<rect x="{x:.2f}" y="{top}" width="{bar:.2f}" height="{height}" fill="{_ORANGE}" '
-                'fill-opacity="0.35"/>'
+                f'<rect class="target-only" x="{x:.2f}" y="{rec_y + h_rec - h:.2f}" width="{bar:.2f}" '
+                f'height="{h:.2f}" fill="{_PURPLE}" fill-opacity="0.35"/>'
             )
-        marks = [c for c, on in ((_RED, missing), (_ORANGE, b["duplicated"] or b["unexpected"])) if on]
-        cx = x + bar / 2 - 6 * (len(marks) - 1)
-        for colour in marks:
-            parts.append(
-                f'<path d="M{cx - 5:.2f},{top - 11} L{cx + 5:.2f},{top - 11} L{cx:.2f},{top - 2} Z" '
-                f'fill="{colour}"/>'
-            )
-            cx += 12
-        if missing and slot >= 40:  # room for a label
-            pct = math.floor(10_000 * (src - missing - b["in_flight"]) / src) / 100  # type: ignore[operator]
-            parts.append(
-                f'<text x="{x + bar / 2:.2f}" y="{top - 15}" font-size="10" text-anchor="middle" '
-                f'fill="{_RED}">{pct:.2f}%</text>'
-            )
+        y = float(axis_y)
+        for kind, colour in (("missing", _RED), ("duplicated", _ORANGE), ("unexpected", _PURPLE)):
+            count = int(b[kind])  # type: ignore[call-overload]
+            if count:
+                h = max(2.0, h_bad * count / max_bad)
+                y -= h
+                parts.append(
+                    f'<rect class="{kind}-count" data-count="{count}" x="{x:.2f}" y="{y:.2f}" '
+                    f'width="{bar:.2f}" height="{h:.2f}" fill="{colour}"/>'
+                )
         parts.append("</g>")
-    for ms, anchor in ((first, "start"), (last, "end")) if n > 1 else ((first, "start"),):
-        x = left if anchor == "start" else left + width
+    end = first + n * bucket_ms
+    step, ticks = time_ticks(first, end)
+    same_day = iso(first)[:10] == iso(end - 1)[:10]  # type: ignore[index]
+    parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + width}" y2="{axis_y}" stroke="{_AXIS}"/>')
+    for ms in ticks:
+        x = left + (ms - first) / (end - first) * width
+        anchor = "start" if ms == first else "end" if ms == end else "middle"
         parts.append(
-            f'<text x="{x}" y="{top + height + 16}" font-size="11" text-anchor="{anchor}">'
-            f"{_e(iso(ms))}</text>"
+            f'<line x1="{x:.2f}" y1="{axis_y}" x2="{x:.2f}" y2="{axis_y + 4}" stroke="{_AXIS}"/>'
+            f'<text class="tick" data-ms="{ms}" x="{x:.2f}" y="{axis_y + 16}" font-size="11" '
+            f'text-anchor="{anchor}">{_e(_tick_label(ms, step, same_day))}</text>'
         )
+    day = iso(first)[:10] if same_day else f"{iso(first)[:10]} to {iso(end - 1)[:10]}"  # type: ignore[index]
     parts.append(
-        f'<text x="{left + width / 2}" y="{top + height + 30}" font-size="11" text-anchor="middle" '
-        f'fill="#666">{n} bucket(s) of {_human_ms(bucket_ms)}</text>'
+        f'<text x="{left + width / 2}" y="{axis_y + 32}" font-size="11" text-anchor="middle" fill="#666">'
+        f"record timestamp, UTC, {day}: {n} bucket(s) of {_human_ms(bucket_ms)}</text>"
     )
     parts.append("</svg>")
     return "".join(parts)
@@ -302,6 +441,28 @@ def _records_table(title: str, listed: object, limit: int = 200) -> str:
         else ""
     )
     return f"<h2>{_e(title)} ({len(records):,})</h2><table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+
+
+def _in_flight_table(report: Mapping[str, object]) -> str:
+    """The in-flight records (harmless while the mirror keeps up) as one summary row, not one row each."""
+    records = cast(Sequence[Mapping[str, object]], report["in_flight_records"])
+    total = cast(Mapping[str, int], report["totals"])["in_flight"]
+    if not total:
+        return ""
+    w = cast(Mapping[str, object], report["window"])
+    topics = sorted({str(r["topic"]) for r in records})
+    partitions = len({(r["topic"], r["partition"]) for r in records})
+    stamps = [cast(int, r["timestamp"]) for r in records]
+    span = f"{iso(min(stamps))} &ndash; {iso(max(stamps))}" if stamps else ""
+    return (
+        f'<h2 id="in-flight">In flight ({total:,})</h2>'
+        '<table class="in-flight"><tr><th>records</th><th class="l">topics</th><th>partitions</th>'
+        '<th class="l">timestamps</th><th class="l">why not missing</th></tr>'
+        f'<tr><td>{total:,}</td><td class="l">{_e(", ".join(topics))}</td><td>{partitions:,}</td>'
+        f'<td class="l">{span}</td><td class="l">newer than {_e(w["in_flight_from"])} (--grace '
+        f"{_e(w['grace'])}): the mirror may not have copied them yet; each is listed in report.json"
+        "</td></tr></table>"
+    )
 
 
 def _excluded(report: Mapping[str, object]) -> str:
@@ -349,35 +510,42 @@ def render_html(report: Mapping[str, object]) -> str:
     legend = (
         '<p class="legend">'
         f'<span><i class="sw" style="background:{_GREEN}"></i>on the target</span>'
-        f'<span><i class="sw" style="background:{_RED}"></i>missing</span>'
         f'<span><i class="sw" style="background:{_GREY}"></i>in flight '
         f"(less than {_e(w['grace'])} old)</span>"
-        f'<span><i class="sw" style="background:{_ORANGE}"></i>duplicated or unexpected records</span>'
-        "</p>"
+        f'<span><i class="sw" style="background:{_RED}"></i>missing</span>'
+        f'<span><i class="sw" style="background:{_ORANGE}"></i>duplicated</span>'
+        f'<span><i class="sw" style="background:{_PURPLE}"></i>unexpected (only on the target)</span>'
+        '</p><p class="muted">Above: records per bucket. Below, on an axis of their own: the missing, '
+        "duplicated and unexpected records per bucket.</p>"
     )
     warnings = "".join(f"<li>{_e(x)}</li>" for x in report.get("warnings", []))  # type: ignore[attr-defined]
     clusters: Mapping[str, Mapping[str, object]] = report["clusters"]  # type: ignore[assignment]
+    steps = "".join(f"<li>{_e(x)}</li>" for x in report.get("next_steps", []))  # type: ignore[attr-defined]
+    src, tgt = clusters["source"], clusters["target"]
+    title = f"kmirror audit of {src.get('name')}: {'complete' if ok else 'INCOMPLETE'}"
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>kmirror audit: {"complete" if ok else "INCOMPLETE"}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
 <style>{_CSS}</style></head><body>
-<h1>kmirror audit</h1>
+<h1>kmirror audit: {_e(src.get("name"))} &rarr; {_e(tgt.get("name"))}</h1>
 <div class="muted">generated {_e(report["generated_at"])};
-source {_e(clusters["source"]["bootstrap"])} &rarr; target {_e(clusters["target"]["bootstrap"])};
+source <b class="cluster">{_e(src.get("name"))}</b> ({src["partitions"]:,} partitions) &rarr;
+target <b class="cluster">{_e(tgt.get("name"))}</b> ({tgt["partitions"]:,} partitions);
 topics <code>{_e(report["topics_regex"])}</code>{_excluded(report)};
 window {_e(w["from"] or "start of the logs")} &ndash; {_e(w["to"] or "end of the logs")};
 buckets of {_e(w["bucket"])}; records after {_e(w["in_flight_from"])} count as in flight</div>
 <div class="verdict {"ok" if ok else "bad"}">{_e(report["summary"])}</div>
+<div class="next" id="what-next"><b>What next</b><ul>{steps}</ul></div>
 <div class="cards">{"".join(cards)}</div>
 {f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else ""}
 <h2>Topics</h2>
 <table><tr><th class="l">topic</th><th>source</th><th>target</th><th>missing</th><th>duplicated</th>
 <th>unexpected</th><th>in flight</th><th>buckets differing</th><th class="l">verdict</th></tr>
 {"".join(topic_rows)}</table>
-<h2>Completeness per bucket</h2>{legend}
+<h2>Records per bucket</h2>{legend}
 {"".join(charts)}
 {_records_table("Missing records (source partition and offset)", report["missing_records"])}
 {_records_table("Duplicated records (extra copies: target partition, offset)", report["duplicated_records"])}
 {_records_table("Unexpected records (target partition and offset)", report["unexpected_records"])}
-{_records_table("In flight (source partition and offset)", report["in_flight_records"])}
+{_in_flight_table(report)}
 </body></html>
 """

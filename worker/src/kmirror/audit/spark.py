@@ -4,15 +4,17 @@ once, digests every record in the reading tasks and names the records whose copi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from kmirror.audit.diff import BucketRow, ContentGroup
 from kmirror.audit.scope import SIDES, SOURCE, Span, bucket_of, tasks
@@ -20,29 +22,41 @@ from kmirror.audit.scope import SIDES, SOURCE, Span, bucket_of, tasks
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_LOG4J = """\
-rootLogger.level = error
+LOG_LEVELS = ("off", "error", "warn", "info", "debug")
+# Spark's own log, quiet by default: the audit says what it does itself (kmirror.audit.progress) and an
+# error reaches the operator as its one line. The gateway's logger is named because Spark sets the root
+# level of an "interpreter" (PySpark's driver) to WARN, printing "Setting default log level", unless
+# that logger has a level of its own.
+_LOG4J_TEMPLATE = """\
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
 """
+_LOG4J = _LOG4J_TEMPLATE.format(level="off")
+# What the driver JVM prints on stderr besides its log, at every start, and the audit drops unless Spark's
+# log was asked for: Spark's launcher always adds the incubating vector module (JavaModuleOptions), and
+# the JVM announces it.
+_JVM_NOISE = ("WARNING: Using incubator modules:",)
 
 
 # Records (digests, ~50 B each with a short key) per matching task at most: the memory of one task.
 RECORDS_PER_MATCH = 2_000_000
 
 
-def log4j_file() -> Path:
+def log4j_file(level: str = "off") -> Path:
     """The driver JVM's log4j2 configuration: a new file of this process, private to its user (mode 0600,
     created exclusively under a random name by mkstemp, removed at exit). Never a file at a known path in
     the shared temporary directory, which another local user could have put there with appenders of
     their own."""
     fd, name = tempfile.mkstemp(prefix="kmirror-audit-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(_LOG4J)
+        fh.write(_LOG4J_TEMPLATE.format(level=level))
     atexit.register(Path(name).unlink, missing_ok=True)
     return Path(name)
 
@@ -112,10 +126,14 @@ class ClassArchive:
 
 
 def session(
-    master: str | None, conf: Mapping[str, str] | None = None, archive: ClassArchive | None = None
+    master: str | None,
+    conf: Mapping[str, str] | None = None,
+    archive: ClassArchive | None = None,
+    log_level: str = "off",
 ) -> SparkSession:
     """The audit's Spark session. Outside spark-submit: `master` (default local[*]), 1 GB driver, no UI,
-    the venv's Python for the workers, errors-only logging, and the class archive when given."""
+    the venv's Python for the workers, Spark's log at `log_level` (default off), the JVM's start-up notice
+    dropped unless the log was asked for, and the class archive when given."""
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName("kmirror-audit")
@@ -124,7 +142,7 @@ def session(
         b = b.master(master or "local[*]")
     if not submitted:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        log4j = log4j_file()
+        log4j = log4j_file(log_level)
         # C1 only: the JVM moves packed rows and plans one job; full (C2) compilation of Spark's code
         # cost seconds of CPU at every start (measured: the command 3-4 s faster cold, the job no slower).
         java = f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1"
@@ -140,12 +158,53 @@ def session(
     b = b.config("spark.sql.execution.arrow.maxBytesPerBatch", str(4 << 20))
     for k, v in (conf or {}).items():
         b = b.config(k, v)
+    if not submitted:
+        _launch_gateway(b._options, drop=() if log_level != "off" else _JVM_NOISE)
     spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level.upper())
+    _quiet_py4j(log_level)
     from kmirror.audit.source import KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
     return spark
+
+
+def _launch_gateway(options: Mapping[str, object], drop: Sequence[str]) -> None:
+    """Starts the driver JVM as pyspark would for these session options, with its stderr through a pipe
+    that a thread copies to ours, leaving out the lines that start with one of `drop`. Nothing to do when
+    a JVM is already running (an earlier session of this process)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for k, v in options.items():
+        conf.set(k, str(v))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    proc = gateway.proc
+    threading.Thread(target=_copy_stderr, args=(proc.stderr, drop), name="spark-stderr", daemon=True).start()
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
+def _copy_stderr(pipe: IO[bytes], drop: Sequence[str]) -> None:
+    """Copies the JVM's stderr to this process's (file descriptor 2), line by line, until the JVM ends.
+    It never stops reading while the JVM runs: a full pipe would block the JVM's next write."""
+    prefixes = tuple(d.encode() for d in drop)
+    for line in iter(pipe.readline, b""):
+        if prefixes and line.startswith(prefixes):
+            continue
+        with contextlib.suppress(OSError):
+            os.write(2, line)
+
+
+def _quiet_py4j(log_level: str) -> None:
+    """py4j's own Python log (connections opened and closed) follows Spark's level."""
+    import logging
+
+    levels = {"off": logging.CRITICAL + 1, "error": logging.ERROR, "warn": logging.WARNING}
+    logging.getLogger("py4j").setLevel(levels.get(log_level, logging.getLevelName(log_level.upper())))
 
 
 def read(
