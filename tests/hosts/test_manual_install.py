@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -40,7 +42,20 @@ HOSTS_PY = ROOT / "tools" / "hosts.py"
 WHEELHOUSE = ROOT / ".state" / "wheelhouse"
 CONTROLLER = "10.213.0.1"
 STATE_DIR = "/run/kmirror-hosts-manual-install-test"
-GUEST, INDEX = "kmi-w1", 231  # an index no scenario or other test uses
+GUESTS = {"plain": ("kmi-w1", 231), "gssapi": ("kmi-w2", 232)}  # indices no scenario or other test uses
+SOURCE_OF = {"plain": "east", "gssapi": "east2"}  # each its own instance (and group) reading east
+# The doc's extra blocks of each variant, by their first lines.
+VARIANTS: dict[str, dict[str, list[str]]] = {
+    "plain": {"build": [], "host": []},
+    "gssapi": {
+        "build": ["# Kerberos, build machine (Debian 12, as the hosts)"],
+        "host": ["# Kerberos, worker host"],
+    },
+}
+SDISTS = ROOT / ".state" / "sdists"  # confluent-kafka's sdist, cached by the roles' GSSAPI build
+APT_PROXY = ROOT / "molecule" / "audit" / "apt_proxy.py"
+APT_PROXY_PORT = 3149
+APT_PROXY_CONF = f'Acquire::http::Proxy "http://{CONTROLLER}:{APT_PROXY_PORT}";'
 TOPIC, PARTITIONS = "orders.created", 3
 TIMINGS: dict[str, float] = {}
 
@@ -161,12 +176,56 @@ class Installed:
     ) -> None:
         self.host, self.clusters, self.version, self.steps = host, clusters, version, steps
         self.unit = unit  # the template unit as the build machine rendered it
+        self.source = "east"
+
+
+def build(checkout: Path, script: str, find_links: list[Path]) -> None:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": " ".join(map(str, find_links)),
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip: the controller's setuptools builds kmirror (no index)
+    }
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, f"build machine steps failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def copy_to(host: dict[str, Any], src: Path, dest: str) -> None:
+    proc = subprocess.run(
+        [
+            "scp",
+            *ssh_args(host),
+            "-P",
+            str(host["port"]),
+            str(src),
+            f"{host['user']}@{host['address']}:{dest}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory, host_tests_lock: None) -> Iterator[Installed]:
-    assert os.geteuid() == 0, "this test boots a real host and must run as root"
+def installed(
+    tmp_path_factory: pytest.TempPathFactory, host_tests_lock: None
+) -> Iterator[dict[str, Installed]]:
+    """Two fresh guests: "plain" follows the doc (PyPI's client), "gssapi" adds the Kerberos blocks (the
+    client built against Debian's librdkafka). Each mirrors east into the target as its own source."""
+    assert os.geteuid() == 0, "this test boots real hosts and must run as root"
     assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make molecule or site.yml)"
+    assert SDISTS.is_dir(), f"{SDISTS}: the roles' GSSAPI build caches confluent-kafka's sdist there"
     work = tmp_path_factory.mktemp("manual-install")
     blocks = doc_blocks()
     version = source_version()
@@ -175,117 +234,140 @@ def installed(tmp_path_factory: pytest.TempPathFactory, host_tests_lock: None) -
     ignore = shutil.ignore_patterns("__pycache__", "build", "dist", "*.egg-info", ".pytest_cache")
     for part in ("worker", "templates", "tools", "roles"):
         shutil.copytree(ROOT / part, checkout / part, ignore=ignore)
+    tarball = checkout / "dist" / f"kmirror-{version}.tar.gz"
+    built: dict[str, tuple[Path, str]] = {}
+    for variant, extra in VARIANTS.items():
+        source = SOURCE_OF[variant]
+        script = settings(blocks, "build machine", {"SOURCE": source, "WHITELIST": "'orders.*'"})
+        script += "\n".join(blocks["# build machine"] + [b for k in extra["build"] for b in blocks[k]])
+        t0 = time.monotonic()
+        build(checkout, script, [WHEELHOUSE, SDISTS])
+        TIMINGS[f"build machine ({variant})"] = round(time.monotonic() - t0, 1)
+        unit = (checkout / "dist" / f"kmirror-{version}" / "systemd" / "kmirror@.service").read_text()
+        built[variant] = (shutil.copyfile(tarball, work / f"{variant}.tar.gz"), unit)
     hosts_py("loopback")
-    with embedded.clusters("east", "target", host=CONTROLLER, log_dir=work) as running:
-        clusters = {n: c.bootstrap for n, c in running.items()}
-        admin = AdminClient({"bootstrap.servers": clusters["east"]})
-        for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-            fut.result()
-        build = settings(blocks, "build machine", {"SOURCE": "east", "WHITELIST": "'orders.*'"}) + "\n".join(
-            blocks["# build machine"]
-        )
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-            "PIP_NO_INDEX": "1",
-            "PIP_FIND_LINKS": str(WHEELHOUSE),
-            "PIP_NO_BUILD_ISOLATION": "0",  # pip: the controller's setuptools builds kmirror (no index)
-        }
-        t0 = time.monotonic()
-        proc = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", build],
-            cwd=checkout,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
-        TIMINGS["build machine"] = round(time.monotonic() - t0, 1)
-        assert proc.returncode == 0, f"build machine steps failed:\n{proc.stdout}\n{proc.stderr}"
-        tarball = checkout / "dist" / f"kmirror-{version}.tar.gz"
-        assert tarball.is_file(), sorted(p.name for p in (checkout / "dist").iterdir())
-        t0 = time.monotonic()
-        hosts_py("prereqs")
-        hosts_py("rootfs")
-        host = hosts_py("up", "--name", GUEST, "--index", str(INDEX), "--state-dir", STATE_DIR)
-        TIMINGS["guest up"] = round(time.monotonic() - t0, 1)
-        try:
-            copy = subprocess.run(
-                [
-                    "scp",
-                    *ssh_args(host),
-                    "-P",
-                    str(host["port"]),
-                    str(tarball),
-                    f"{host['user']}@{host['address']}:/root/",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                stdin=subprocess.DEVNULL,
-            )
-            assert copy.returncode == 0, copy.stderr
-            steps = settings(
-                blocks,
-                "worker host",
-                {
-                    "KMIRROR_VERSION": version,
-                    "SOURCE": "east",
-                    "SOURCE_BOOTSTRAP": clusters["east"],
-                    "TARGET_BOOTSTRAP": clusters["target"],
-                },
-            ) + "\n".join(blocks["# worker host"])
-            t0 = time.monotonic()
-            done = on_host(host, steps)
-            TIMINGS["worker host steps"] = round(time.monotonic() - t0, 1)
-            assert done.returncode == 0, f"worker host steps failed:\n{done.stdout}\n{done.stderr}"
-            unit = (checkout / "dist" / f"kmirror-{version}" / "systemd" / "kmirror@.service").read_text()
-            yield Installed(host, clusters, version, done.stdout, unit)
-        finally:
-            hosts_py("down", "--name", GUEST, "--state-dir", STATE_DIR)
-            print("\nmanual install timings (s): " + json.dumps(TIMINGS))
+    hosts_py("prereqs")
+    hosts_py("rootfs")
+    proxy_pid = work / "apt_proxy.pid"
+    subprocess.run(
+        [
+            sys.executable,
+            str(APT_PROXY),
+            "--listen",
+            CONTROLLER,
+            "--port",
+            str(APT_PROXY_PORT),
+            "--pid-file",
+            str(proxy_pid),
+        ],
+        check=True,
+        timeout=30,
+    )
+    started: list[str] = []
+    try:
+        with embedded.clusters("east", "target", host=CONTROLLER, log_dir=work) as running:
+            clusters = {n: c.bootstrap for n, c in running.items()}
+            admin = AdminClient({"bootstrap.servers": clusters["east"]})
+            for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+                fut.result()
+            out: dict[str, Installed] = {}
+            for variant, extra in VARIANTS.items():
+                t0 = time.monotonic()
+                name, index = GUESTS[variant]
+                host = hosts_py("up", "--name", name, "--index", str(index), "--state-dir", STATE_DIR)
+                started.append(name)
+                TIMINGS[f"guest up ({variant})"] = round(time.monotonic() - t0, 1)
+                copy_to(host, built[variant][0], f"/root/kmirror-{version}.tar.gz")
+                # the host's own way to its apt repository (a site's proxy): not one of the doc's steps
+                steps = (
+                    f"echo {shlex.quote(APT_PROXY_CONF)} > /etc/apt/apt.conf.d/01proxy\n"
+                    if extra["host"]
+                    else ""
+                )
+                steps += settings(
+                    blocks,
+                    "worker host",
+                    {
+                        "KMIRROR_VERSION": version,
+                        "SOURCE": SOURCE_OF[variant],
+                        "SOURCE_BOOTSTRAP": clusters["east"],
+                        "TARGET_BOOTSTRAP": clusters["target"],
+                    },
+                )
+                steps += "\n".join([b for k in extra["host"] for b in blocks[k]] + blocks["# worker host"])
+                t0 = time.monotonic()
+                done = on_host(host, steps, timeout=900)
+                TIMINGS[f"worker host steps ({variant})"] = round(time.monotonic() - t0, 1)
+                assert done.returncode == 0, (
+                    f"{variant}: worker host steps failed:\n{done.stdout}\n{done.stderr}"
+                )
+                out[variant] = Installed(host, clusters, version, done.stdout, built[variant][1])
+                out[variant].source = SOURCE_OF[variant]
+            yield out
+    finally:
+        for name in started:
+            hosts_py("down", "--name", name, "--state-dir", STATE_DIR)
+        if proxy_pid.is_file():
+            os.kill(int(proxy_pid.read_text()), signal.SIGTERM)
+        print("\nmanual install timings (s): " + json.dumps(TIMINGS))
 
 
-def test_the_doc_has_every_step(installed: Installed) -> None:
+def test_the_doc_has_every_step(installed: dict[str, Installed]) -> None:
     blocks = doc_blocks()
     assert len(blocks["# build machine"]) == 1 and len(blocks["# worker host"]) == 3
-    # the steps the test does not run are marked so in their first line
-    assert set(blocks) <= {
+    # the one step the test does not run is marked so in its first line
+    assert set(blocks) == {
         "# build machine",
         "# build machine: settings",
         "# worker host",
         "# worker host: settings",
         "# worker host, not run by the test",
-        "# Kerberos, build machine (Debian 12, as the hosts)",
-        "# Kerberos, worker host",
+        *VARIANTS["gssapi"]["build"],
+        *VARIANTS["gssapi"]["host"],
     }
 
 
-def test_installed_version_in_its_own_virtualenv(installed: Installed) -> None:
-    assert f"kmirror {installed.version}" in installed.steps.splitlines()
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_installed_version_in_its_own_virtualenv(installed: dict[str, Installed], variant: str) -> None:
+    i = installed[variant]
+    assert f"kmirror {i.version}" in i.steps.splitlines()
+    d = f"/etc/kmirror/{i.source}"
     out = on_host(
-        installed.host,
-        "readlink /opt/kmirror/venv; stat -c '%U:%G %a' /etc/kmirror/east "
-        "/etc/kmirror/east/consumer.properties /etc/kmirror/east/producer.properties",
+        i.host,
+        f"readlink /opt/kmirror/venv; stat -c '%U:%G %a' {d} {d}/consumer.properties {d}/producer.properties",
     )
     assert out.stdout.splitlines() == [
-        f"/opt/kmirror/versions/{installed.version}/venv",
+        f"/opt/kmirror/versions/{i.version}/venv",
         "root:kmirror 750",
         "root:kmirror 640",
         "root:kmirror 640",
     ], out
 
 
-def test_check_config_said_safe(installed: Installed) -> None:
-    assert "verdict: SAFE" in installed.steps.splitlines()
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_check_config_said_safe(installed: dict[str, Installed], variant: str) -> None:
+    assert "verdict: SAFE" in installed[variant].steps.splitlines()
 
 
-def test_unit_runs_hardened_as_the_service_user(installed: Installed) -> None:
-    assert installed.steps.splitlines()[-1] == "active"
+def test_gssapi_client_from_the_kerberos_steps(installed: dict[str, Installed]) -> None:
+    """check-config's first line names the client: PyPI's wheel without GSSAPI on the plain host, the
+    2.0.2 binding built against Debian's librdkafka with GSSAPI on the other."""
+    client = {
+        v: next(ln for ln in i.steps.splitlines() if ln.startswith("client: ")) for v, i in installed.items()
+    }
+    assert "GSSAPI" not in client["plain"], client
+    assert client["gssapi"].startswith("client: confluent-kafka 2.0.2, librdkafka 2.0.2, SASL mechanisms: ")
+    assert "GSSAPI" in client["gssapi"].split("SASL mechanisms: ")[1].split(", "), client
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_unit_runs_hardened_as_the_service_user(installed: dict[str, Installed], variant: str) -> None:
+    i = installed[variant]
+    assert i.steps.splitlines()[-1] == "active"
+    unit = f"kmirror@{i.source}"
     out = on_host(
-        installed.host,
-        "systemctl is-enabled kmirror@east; systemctl show kmirror@east -p User "
+        i.host,
+        f"systemctl is-enabled {unit}; systemctl show {unit} -p User "
         "-p ProtectSystem -p NoNewPrivileges -p Restart -p RestartPreventExitStatus -p NRestarts",
     )
     lines = out.stdout.splitlines()
@@ -296,19 +378,48 @@ def test_unit_runs_hardened_as_the_service_user(installed: Installed) -> None:
         "NoNewPrivileges": "yes",
         "Restart": "on-failure",
         # the exits the template says a restart cannot help (2: the configuration, ...)
-        "RestartPreventExitStatus": re.findall(r"^RestartPreventExitStatus=(.+)$", installed.unit, re.M)[0],
+        "RestartPreventExitStatus": re.findall(r"^RestartPreventExitStatus=(.+)$", i.unit, re.M)[0],
         "NRestarts": "0",
     }, out
-    users = on_host(
-        installed.host, "m=$(systemctl show -p MainPID --value kmirror@east); ps -o user= -p $m --ppid $m"
-    )
+    users = on_host(i.host, f"m=$(systemctl show -p MainPID --value {unit}); ps -o user= -p $m --ppid $m")
     assert users.stdout.split() and set(users.stdout.split()) == {"kmirror"}, users  # supervisor and streams
 
 
-def test_records_produced_on_the_source_arrive_on_the_target(installed: Installed) -> None:
-    keys = produce(installed.clusters["east"], 200)
+def committed_everything(bootstrap: str, group: str, ends: dict[int, int], timeout: float) -> dict[int, int]:
+    """The group's committed offsets on the source, waited for until each partition's reaches its end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    got: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            tps = c.committed([TopicPartition(TOPIC, p) for p in ends], timeout=10)
+            got = {tp.partition: tp.offset for tp in tps}
+            if all(got[p] >= end for p, end in ends.items()):
+                break
+            time.sleep(0.5)
+    finally:
+        c.close()
+    return got
+
+
+def test_records_produced_on_the_source_arrive_on_the_target(installed: dict[str, Installed]) -> None:
+    i = installed["plain"]
+    keys = produce(i.clusters["east"], 200)
     t0 = time.monotonic()
-    seen = collect(installed.clusters["target"], keys, timeout=120)
+    seen = collect(i.clusters["target"], keys, timeout=120)
     TIMINGS["200 records mirrored"] = round(time.monotonic() - t0, 1)
     assert set(seen) == keys, f"{len(keys - set(seen))} of {len(keys)} records missing on the target"
     assert all(v == b"v-" + k for k, v in seen.items())
+    # Both instances copied them: each commits only what the target acknowledged, and each group's
+    # commits reach the end of every partition.
+    c = Consumer({"bootstrap.servers": i.clusters["east"], "group.id": "manual-install-ends"})
+    try:
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)
+        }
+    finally:
+        c.close()
+    assert sum(ends.values()) >= 200
+    for variant, inst in installed.items():
+        got = committed_everything(i.clusters["east"], f"kmirror-{inst.source}", ends, timeout=120)
+        assert all(got[p] >= end for p, end in ends.items()), (variant, got, ends)
