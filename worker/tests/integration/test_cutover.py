@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from mirror_harness import (
     KMIRROR,
     LiveTraffic,
@@ -257,3 +258,60 @@ def test_target_end_matches_exactly_or_refuses(
     # The first X matched (offset 5): the second X (offset 6) is copied again, once; nothing is missing.
     assert on[0] == [r.content for r in p0[:7] + p0[6:]]
     assert on[1] == [r.content for r in p1]
+
+
+def members(cluster: KafkaCluster, group: str, protocol: str = "cooperative-sticky") -> list[str]:
+    """The client ids of the group's members once it is stable with `protocol` (else none)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+    if described.state.name != "STABLE" or described.partition_assignor != protocol:
+        return []
+    return sorted(m.client_id for m in described.members or [])
+
+
+def test_kmirror_hosts_with_their_own_client_ids_share_the_group_a_mirrormaker1_does_not(
+    kafka: dict[str, KafkaCluster], tmp_path: Path, workers: list[Worker]
+) -> None:
+    """The Ansible roles give each worker host its own client.id: a second kmirror host joins the group of
+    the first. A MirrorMaker 1 that joined that group (with the cooperative-sticky assignor, so the group
+    protocol is kmirror's) is still found by its client ids (GROUP-N): a kmirror started then is refused."""
+    source, target = kafka["source"], kafka["target"]
+    create_topic(source, TOPIC, PARTITIONS)
+    started = []
+    for host in ("w1", "w2"):
+        consumer = write(
+            tmp_path / f"consumer-{host}.properties",
+            f"bootstrap.servers={source.bootstrap}\ngroup.id=mirror\nclient.id=kmirror-east-{host}-consumer\n"
+            "session.timeout.ms=6000\nheartbeat.interval.ms=1000\n",
+        )
+        producer = write(tmp_path / "producer.properties", f"bootstrap.servers={target.bootstrap}\n")
+        w = Worker(
+            tmp_path, run_args(consumer, producer, "--whitelist", TOPIC, "--num.streams", "1"), name=host
+        )
+        workers.append(w)
+        w.wait_for("assigned", 60)
+        started.append(w)
+    wait_until(
+        lambda: members(source, "mirror") == ["kmirror-east-w1-consumer", "kmirror-east-w2-consumer"],
+        30,
+        "both kmirror hosts in the group",
+    )
+    cooperative = {
+        "partition.assignment.strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+    }
+    with MirrorMaker1(
+        tmp_path / "mm1", source.bootstrap, target.bootstrap, TOPIC, "mirror", consumer=cooperative
+    ):
+        wait_until(lambda: len(members(source, "mirror")) == 3, 60, "MirrorMaker 1 in the kmirror group")
+        args = run_args(
+            tmp_path / "consumer-w1.properties", tmp_path / "producer.properties", "--whitelist", TOPIC
+        )
+        refused = subprocess.run([*KMIRROR, "run", *args], capture_output=True, text=True, timeout=120)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2, out
+    errors = [line for line in out.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in out, out
+    assert "1 member(s)" in errors[0] and "mirror-0@127.0.0.1" in errors[0], errors[0]
+    assert "group protocol cooperative-sticky" in errors[0], errors[0]
+    for w in started:
+        assert w.stop() == 0, w.log()

@@ -1,11 +1,11 @@
 """The preflight of ``kmirror run``, before any stream starts: taking over from MirrorMaker.
 
-1. **Foreign members.** The mirror group of each source is described. A member that is not kmirror's (a
-   client.id other than the one the consumer file gives kmirror's streams, ``rdkafka`` when it sets none,
-   or a group protocol other than kmirror's ``partition.assignment.strategy``: MirrorMaker 1's consumers
-   are ``GROUP-0``, ``GROUP-1``... with the range assignor) means an old mirror still runs: kmirror and it
-   cannot share the group (their assignors differ, and both would copy). Refused with one line naming the
-   group, the members and the fix; exit 2.
+1. **Foreign members.** The mirror group of each source is described. Members that are not kmirror's (a
+   group protocol other than kmirror's ``partition.assignment.strategy``: MirrorMaker 1 alone uses range;
+   or MirrorMaker 1's client ids ``GROUP-0``, ``GROUP-1``..., which it sets itself: see
+   :func:`foreign_members`) mean an old mirror still runs: kmirror and it cannot share the group (their
+   assignors differ, and both would copy). Refused with one line naming the group, the members and the
+   fix; exit 2.
 2. **Where each partition starts.** A partition with a committed offset in the group resumes there: the
    same ``group.id`` as MirrorMaker 1 resumes from its offsets. For the others,
    ``--initial.offsets`` says: ``reset`` (default) leaves them to the consumer file's
@@ -27,6 +27,7 @@ refuses while the group has members: only a stopped mirror's group is changed.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -119,9 +120,14 @@ def describe(admin: AdminClient, group: str, timeout: float = TIMEOUT_S) -> Cons
 
 
 def foreign_members(described: ConsumerGroupDescription | None, settings: Mapping[str, str]) -> list[str]:
-    """The group's members that are not kmirror's, as ``CLIENT_ID@HOST``: a client.id other than the
-    streams' (the consumer file's, else librdkafka's ``rdkafka``), or a group protocol (once chosen) that is
-    not one of kmirror's assignors, or a KIP-848 (consumer-protocol) group."""
+    """The group's members that are not kmirror's, as ``CLIENT_ID@HOST``.
+
+    Every member, when the group's protocol (once chosen) is not one of kmirror's assignors (the consumer
+    file's ``partition.assignment.strategy``, cooperative-sticky by default; MirrorMaker 1 alone: range)
+    or the group is a KIP-848 (consumer-protocol) group. Otherwise the members whose client.id is
+    MirrorMaker 1's (``GROUP-N``, which it sets itself) and not the one the consumer file gives kmirror's
+    streams: a MirrorMaker 1 that joined a cooperative group. Other client ids are kmirror's on other
+    hosts (the Ansible roles give each host its own)."""
     if described is None or not described.members:
         return []
     ours_id = settings.get("client.id", "").strip() or LIBRDKAFKA_CLIENT_ID
@@ -131,10 +137,11 @@ def foreign_members(described: ConsumerGroupDescription | None, settings: Mappin
     protocol = described.partition_assignor or ""
     kind = getattr(getattr(described, "type", None), "name", "CLASSIC")
     other_protocol = kind not in ("CLASSIC", "UNKNOWN") or (protocol != "" and protocol not in assignors)
+    mm1_id = re.compile(re.escape(settings.get("group.id", "")) + r"-\d+")
     return [
         f"{m.client_id}@{(m.host or '?').lstrip('/')}"
         for m in described.members
-        if other_protocol or m.client_id != ours_id
+        if other_protocol or (m.client_id != ours_id and mm1_id.fullmatch(m.client_id or ""))
     ]
 
 
