@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import urllib.error
 import urllib.request
 
@@ -67,6 +68,7 @@ def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
             assert "kmirror_records_in_total" in response.read().decode()
 
         tgt.pause()
+        paused = time.monotonic()
         try:
             # With live traffic to both partitions, a stream that owns one waits for the target at its next
             # commit point (every 500 ms): blocked once the target has acknowledged nothing for 5 s.
@@ -75,6 +77,7 @@ def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
                 return code == 503 and "blocked" in by_stream.values()
 
             wait_until(blocked, timeout=60, what="503 naming a blocked stream")
+            to_503 = time.monotonic() - paused
             code, doc = health(port)
             assert code == 503 and doc["status"] == "unhealthy"
             for s in doc["streams"]:
@@ -83,9 +86,13 @@ def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
                     assert s["stream"] in running
         finally:
             tgt.resume()
+            resumed = time.monotonic()
         wait_until(
             lambda: states(port) == (200, running), timeout=120, what="200 again once the target answers"
         )
+        # Measured, not asserted (seen with -s): blocked after 5 s without acknowledgement, reports every 2 s.
+        back = time.monotonic() - resumed
+        print(f"/health: 503 {to_503:.1f} s after the target froze, 200 again {back:.1f} s after it resumed")
     assert w.stop(signal.SIGTERM) == 0
 
 
