@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from mirror_harness import (
     KMIRROR,
     TEST_CONSUMER_EXTRA,
@@ -212,3 +218,73 @@ def test_wrong_scram_password_is_one_line_and_exit_2(
     assert topic not in topic_partitions(target)
     case = f"wrong {wrong} password ({'a' if topics else 'no'} topic)"
     print(f"{case}: exit {run.returncode} after {took:.1f} s: {lines[0]}")
+
+
+def _set_scram(cluster: KafkaCluster, user: str, password: str | None) -> None:
+    """kafka-configs.sh --alter --add-config 'SCRAM-SHA-512=[password=...]' (or --delete-config) for one user,
+    through the Admin API on the PLAINTEXT listener (the clusters have no authorizer)."""
+    change: UserScramCredentialUpsertion | UserScramCredentialDeletion
+    if password is None:
+        change = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
+    else:
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        change = UserScramCredentialUpsertion(user, info, password.encode())
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.alter_user_scram_credentials([change]).values():
+        future.result(timeout=30)
+
+
+def test_password_rotation_runbook_loses_no_record(
+    tmp_path: Path, secured: dict[str, KafkaCluster], certs: Certs, workers: list[Worker]
+) -> None:
+    """docs/runbooks/password-rotation.md on a real mirror: B (the same user, a new password) and A (a new
+    user, the old one deleted), with records written at every step; every record arrives, in order."""
+    source, target = secured["source"], secured["target"]
+    topic, group = "rotate.orders", "mirror-rotate"
+    create_topic(source, topic, 2)
+    producer = scram_file(tmp_path / "target.properties", target, certs, TGT_USER, TGT_PASS)
+
+    def start(user: str, password: str, name: str, file: str = "consumer.properties") -> Worker:
+        """A worker on the consumer file as the role deploys it: one path, rewritten with new credentials
+        (so the streams keep their static member ids across the restart, as on a host)."""
+        consumer = scram_file(tmp_path / file, source, certs, user, password, group)
+        args = run_args(consumer, producer, "--whitelist", re.escape(topic))
+        w = Worker(tmp_path, args, name)
+        workers.append(w)
+        return w
+
+    sent: list = []
+
+    def write_and_wait(batch: int) -> None:
+        records = make_records(topic, 2, 50, start=batch * 50)
+        produce(source, records)
+        sent.extend(records)
+        assert_mirrored(sent, read_all(target, [topic], len(sent), timeout=90))
+
+    _set_scram(source, "rotate-1", "first-password")
+    first = start("rotate-1", "first-password", "first")
+    write_and_wait(0)
+
+    # B.2: the password changes on the source cluster; the running instance keeps its login.
+    _set_scram(source, "rotate-1", "second-password")
+    write_and_wait(1)
+    # An instance (re)started with the old password now stops: exit 2, one line, nothing read.
+    stale = start("rotate-1", "first-password", "stale", "stale.properties")
+    assert stale.proc.wait(timeout=90) == 2, stale.log()
+    assert "authentication failed" in stale.log() and "first-password" not in stale.log()
+    # B.3: the play's restart with the new file (JAAS) on this "host"; records written while it is down.
+    assert first.stop() == 0, first.log()
+    produce(source, more := make_records(topic, 2, 50, start=100))
+    sent.extend(more)
+    second = start("rotate-1", "second-password", "second")
+    assert_mirrored(sent, read_all(target, [topic], len(sent), timeout=90))
+
+    # A: a new user; restart onto it, then delete the old one while the mirror runs.
+    _set_scram(source, "rotate-2", "third-password")
+    assert second.stop() == 0, second.log()
+    third = start("rotate-2", "third-password", "third")
+    _set_scram(source, "rotate-1", None)
+    write_and_wait(3)
+    assert third.stop() == 0, third.log()
+    # Every record arrived in its partition and order; clean stops commit everything: no duplicates.
+    assert_mirrored(sent, read_all(target, [topic], len(sent), timeout=90), exact=True)
