@@ -457,7 +457,7 @@ def test_template_unit_hardening(render):
         "ProtectSystem=strict",
         "PrivateTmp=yes",
         "ProtectHome=yes",
-        "RestartPreventExitStatus=2",
+        "RestartPreventExitStatus=2 4",
         "MemoryMax=2G",
         "Environment=KRB5_CONFIG=/etc/kmirror/krb5.conf",
         "WantedBy=multi-user.target",
