@@ -250,9 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
         "target-end: right after the source record that the target partition's last record is a copy "
         "of (same topic, partition, key, value, headers and timestamp), committed for the group before the "
         "streams start; for a cutover from MirrorMaker 2, from offsets kept in ZooKeeper or beside an "
-        "existing copy. Refused while the group has members or when the copy does not keep partitions; a "
-        "partition with nothing on the target starts at auto.offset.reset "
-        "(docs/runbooks/cutover-from-mirrormaker.md)",
+        "existing copy. Refused (exit 2) while the group has members, when the copy "
+        "does not keep partitions or when a cluster does not answer; a partition with nothing on the "
+        "target starts at auto.offset.reset; identical records right after the match are counted in the "
+        "logged bound of records copied twice (docs/runbooks/cutover-from-mirrormaker.md)",
     )
     run.add_argument(
         "--metrics.port",

@@ -35,7 +35,7 @@ from mirror_harness import (
     write,
 )
 
-from kmirror.testing.kafka import KafkaCluster
+from kmirror.testing.kafka import KafkaCluster, free_port
 from kmirror.testing.mirrormakers import MirrorMaker1, MirrorMaker2
 
 TOPIC = "orders"
@@ -315,3 +315,20 @@ def test_kmirror_hosts_with_their_own_client_ids_share_the_group_a_mirrormaker1_
     assert "group protocol cooperative-sticky" in errors[0], errors[0]
     for w in started:
         assert w.stop() == 0, w.log()
+
+
+def test_target_end_with_a_source_that_does_not_answer_is_refused(tmp_path: Path) -> None:
+    """Without the source the starting offsets cannot be found: one line, exit 2 (the unit does not
+    restart it), instead of starting at auto.offset.reset and copying everything again."""
+    closed = free_port()
+    consumer = write(tmp_path / "consumer.properties", f"bootstrap.servers=127.0.0.1:{closed}\ngroup.id=g\n")
+    producer = write(tmp_path / "producer.properties", f"bootstrap.servers=127.0.0.1:{closed}\n")
+    args = run_args(consumer, producer, "--whitelist", TOPIC, "--initial.offsets", "target-end")
+    refused = subprocess.run([*KMIRROR, "run", *args], capture_output=True, text=True, timeout=120)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2, out
+    errors = [line for line in out.splitlines() if "error:" in line or " ERROR " in line]
+    assert len(errors) == 1 and "Traceback" not in out, out
+    assert "--initial.offsets target-end: source consumer did not answer" in errors[0], errors[0]
+    assert "start again once the source cluster answers" in errors[0], errors[0]
+    assert "kmirror.librdkafka" not in out, out  # the preflight's clients are quiet

@@ -49,7 +49,11 @@ from kmirror.groupoffsets import committed_offsets
 from kmirror.mirror.plan import MirrorPlan
 
 log = logging.getLogger(__name__)
-_CLIENT_LOG = logging.getLogger("kmirror.librdkafka.cutover")
+# librdkafka's own lines of the preflight's clients are dropped: a cluster that does not answer is said once
+# by the preflight, then by the streams (which wait for it).
+_CLIENT_LOG = logging.getLogger("kmirror.cutover.client")
+_CLIENT_LOG.addHandler(logging.NullHandler())
+_CLIENT_LOG.propagate = False
 
 RESET = "reset"
 TARGET_END = "target-end"
@@ -59,6 +63,7 @@ RUNBOOK = "docs/runbooks/cutover-from-mirrormaker.md"
 # librdkafka's client.id when a file sets none: what kmirror's streams show in a group then.
 LIBRDKAFKA_CLIENT_ID = "rdkafka"
 TIMEOUT_S = 15.0
+PROBE_S = 5.0  # the first metadata request: a source that does not answer is said after this
 # How many target records before the end are read to find the last one (control records of
 # transactions and compaction leave gaps), and how many source records after the match are looked at
 # for identical ones (the duplicates bound).
@@ -351,70 +356,115 @@ def preflight(
     for source in sources:
         admin = AdminClient({**admin_settings(source.settings), "logger": _CLIENT_LOG})
         try:
+            # A first quick answer: a source that is down costs a few seconds here, not every timeout below.
+            admin.list_topics(timeout=PROBE_S)
             described = check_group(source, admin)
             selected = selected_partitions(admin, source.topics)
             committed = committed_offsets(admin, source.group, TIMEOUT_S)
         except KafkaException as exc:
+            why = exc.args[0].str() if exc.args else str(exc)
+            if initial_offsets == TARGET_END:
+                raise ConfigError(
+                    f"--initial.offsets {TARGET_END}: source {source.name} did not answer ({why}): the "
+                    "starting offsets cannot be found",
+                    origin=source.origin,
+                    key="bootstrap.servers",
+                    fix="start again once the source cluster answers (without the option its partitions "
+                    "would start at auto.offset.reset and be copied again)",
+                ) from None
             # The preflight is a check, not the mirror: a source that does not answer now is the streams'
-            # to report (they keep trying); the group check is then skipped for this start.
+            # to report (they wait for it); the group check is skipped for this start.
             log.warning(
                 "%s: could not check group %s before starting (%s): started without the check",
                 source.name,
                 source.group,
-                exc.args[0].str() if exc.args else exc,
+                why,
             )
             continue
-        missing = {t: [p for p in range(n) if (t, p) not in committed] for t, n in selected.items()}
-        missing = {t: ps for t, ps in missing.items() if ps}
-        total = sum(selected.values())
-        without = sum(len(ps) for ps in missing.values())
-        log.info(
-            "%s: group %s: %d of %d selected partitions resume from committed offsets; %d have none%s",
-            source.name,
-            source.group,
-            total - without,
-            total,
-            without,
-            "" if not without else f" (--initial.offsets {initial_offsets})",
+        _starts(
+            source,
+            admin,
+            described,
+            committed,
+            selected,
+            target_settings=target_settings,
+            mode=initial_offsets,
         )
-        if initial_offsets != TARGET_END or not missing:
-            continue
-        members = described.members if described is not None else []
-        if members:
-            raise ConfigError(
-                f"--initial.offsets {TARGET_END}: group {source.group!r} of source {source.name} has "
-                f"{len(members)} running kmirror member(s) "
-                f"({', '.join(sorted(f'{m.client_id}@{m.host.lstrip(chr(47))}' for m in members))}): "
-                "their partitions already started",
-                origin=source.origin,
-                key="group.id",
-                fix=f"stop every member first, or start without --initial.offsets {TARGET_END}",
-            )
+
+
+def _starts(
+    source: SourceGroup,
+    admin: AdminClient,
+    described: ConsumerGroupDescription | None,
+    committed: Mapping[tuple[str, int], int],
+    selected: Mapping[str, int],
+    *,
+    target_settings: Mapping[str, str],
+    mode: str,
+) -> None:
+    """Say where the partitions start; with target-end, find and commit the starts of those without an
+    offset."""
+    missing = {t: [p for p in range(n) if (t, p) not in committed] for t, n in selected.items()}
+    missing = {t: ps for t, ps in missing.items() if ps}
+    total = sum(selected.values())
+    without = sum(len(ps) for ps in missing.values())
+    log.info(
+        "%s: group %s: %d of %d selected partitions resume from committed offsets; %d have none%s",
+        source.name,
+        source.group,
+        total - without,
+        total,
+        without,
+        "" if not without else f" (--initial.offsets {mode})",
+    )
+    if mode != TARGET_END or not missing:
+        return
+    members = described.members if described is not None else []
+    if members:
+        raise ConfigError(
+            f"--initial.offsets {TARGET_END}: group {source.group!r} of source {source.name} has "
+            f"{len(members)} running kmirror member(s) "
+            f"({', '.join(sorted(f'{m.client_id}@{m.host.lstrip(chr(47))}' for m in members))}): "
+            "their partitions already started",
+            origin=source.origin,
+            key="group.id",
+            fix=f"stop every member first, or start without --initial.offsets {TARGET_END}",
+        )
+    try:
         starts = target_end_starts(source, target_settings, missing)
-        if not starts:
-            continue
-        commit_starts(admin, source, starts)
-        for s in starts:
-            log.info(
-                "%s: %s[%d]: the target's copy ends at offset %d; starting at source offset %d%s",
-                source.name,
-                s.topic,
-                s.partition,
-                s.target_end,
-                s.offset,
-                f" ({s.may_repeat} identical records follow: up to {s.may_repeat} copied twice)"
-                if s.may_repeat
-                else "",
-            )
+        if starts:
+            commit_starts(admin, source, starts)
+    except KafkaException as exc:
+        raise ConfigError(
+            f"--initial.offsets {TARGET_END}: reading the copy failed "
+            f"({exc.args[0].str() if exc.args else exc}): nothing committed",
+            origin=source.origin,
+            key="group.id",
+            fix="start again once both clusters answer",
+        ) from None
+    if not starts:
+        return
+    for s in starts:
         log.info(
-            "%s: group %s: --initial.offsets %s committed the start of %d partitions after the target's "
-            "copy (at most %d records copied twice)",
+            "%s: %s[%d]: the target's copy ends at offset %d; starting at source offset %d%s",
             source.name,
-            source.group,
-            TARGET_END,
-            len(starts),
-            sum(s.may_repeat for s in starts),
+            s.topic,
+            s.partition,
+            s.target_end,
+            s.offset,
+            f" ({s.may_repeat} identical records follow: up to {s.may_repeat} copied twice)"
+            if s.may_repeat
+            else "",
         )
+    log.info(
+        "%s: group %s: --initial.offsets %s committed the start of %d partitions after the target's "
+        "copy (at most %d records copied twice)",
+        source.name,
+        source.group,
+        TARGET_END,
+        len(starts),
+        sum(s.may_repeat for s in starts),
+    )
 
 
 def sources_of(plan: MirrorPlan) -> list[SourceGroup]:
