@@ -686,3 +686,88 @@ def commit_group(cluster: Cluster, group: str, offsets_: dict[tuple[str, int], i
         c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets_.items()], asynchronous=False)
     finally:
         c.close()
+
+
+def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, workers):
+    """Issue 24, item 1: a 60,000-record backlog per partition copied within one commit interval, so the
+    only sync points are the start and the end. Groups committed near the start, in the middle and near
+    the end translate exactly (between two points of one run that prove the range one-to-one) and, after
+    the source dies, each re-reads nothing and skips nothing. The target held unrelated records first
+    (target offsets != source offsets)."""
+    per_partition, partitions = 60_000, 2
+    with clusters("source", "target", log_dir=tmp_path / "brokers") as k:
+        src, tgt = k["source"], k["target"]
+        create_topic(src, "backlog", partitions)
+        create_topic(tgt, "backlog", partitions)
+        prefill_unrelated(tgt, "backlog", partitions)
+        p = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 20, "enable.idempotence": True})
+        for i in range(per_partition):
+            for part in range(partitions):
+                p.produce("backlog", b"backlog:%d:%d" % (part, i), None, part)
+            if i % 10_000 == 0:
+                p.flush(60)
+        assert p.flush(60) == 0
+        groups = {"app-start": 100, "app-middle": 24_000, "app-end": 59_990}
+        for group, offset in groups.items():
+            commit_group(src, group, {("backlog", part): offset for part in range(partitions)})
+        w = Worker(
+            tmp_path,
+            run_args(
+                consumer_file(tmp_path, src),
+                producer_file(tmp_path, tgt),
+                "--whitelist",
+                "backlog",
+                "--num.streams",
+                "1",
+                "--groups",
+                "app-.*",
+                "--sync.group.offsets.interval.ms",
+                SYNC_MS,
+                "--offset.commit.interval.ms",
+                "30000",
+            ),
+        )
+        workers.append(w)
+        wait_until(
+            lambda: (
+                committed(src, "mirror", "backlog", partitions)
+                == dict.fromkeys(range(partitions), per_partition)
+            ),
+            180,
+            "the backlog mirrored and committed",
+        )
+
+        def exact(group: str) -> bool:
+            cps = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").group_checkpoints(group)
+            return len(cps) == partitions and all(cp.sync_source == cp.source for cp in cps.values())
+
+        for group in groups:
+            try:
+                wait_until(lambda g=group: exact(g), 60, f"exact checkpoints of {group}")
+            except AssertionError:
+                data = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror")
+                points = {tp: data.store._points[tp] for tp in data.store.partitions()}
+                raise AssertionError(f"{group}: {data.group_checkpoints(group)}\n{points}") from None
+        kill_source(src)
+        w.kill9()
+        on_target = mirrored_offsets(tgt, "backlog", partitions)
+        for group, offset in groups.items():
+            plan = failover(tmp_path, group, "--json", "--apply")
+            assert plan.returncode == 0, plan.stderr
+            rows = json.loads(plan.stdout)["partitions"]
+            for row in rows:
+                part = row["partition"]
+                # exact: the target offset of the copy of source offset C, nothing read again
+                where = on_target[part].index(offset) + (3 + 2 * part)  # after the unrelated records
+                assert (row["source_offset"], row["translated"], row["sync_point"]) == (
+                    offset,
+                    where,
+                    offset,
+                ), (
+                    group,
+                    row,
+                )
+            got = read_group_on_target(tgt, group, ["backlog"])
+            for part in range(partitions):
+                read = [int(v.split(b":")[2]) for v in got[("backlog", part)]]
+                assert read == list(range(offset, per_partition)), (group, part, read[:3], len(read))

@@ -256,3 +256,113 @@ def test_plan_groups_options(tmp_path):
         build_plan(
             MirrorOptions([consumer], producer, include=".*", groups="a", sync_group_offsets_interval_ms=0)
         )
+
+
+# --- exact translation between two sync points of one run (issue 24) --------------------------------
+
+RunMoment = tuple[list[SyncPoint], dict[int, int]]
+
+
+def simulate_runs(seed: int, holes: float, others: float) -> tuple[list[int], list[RunMoment]]:
+    """As :func:`simulate`, with each point carrying the stream's run and the records it read in that
+    run (what the engine writes with --groups): a crash starts a new run. ``holes`` and ``others``: the
+    chances of a gap in the source offsets and of another writer's record on the target."""
+    rng = random.Random(seed)
+    source, o = [], rng.randrange(0, 50)
+    for _ in range(rng.randrange(50, 400)):
+        source.append(o)
+        o += 1 if rng.random() >= holes else rng.randrange(2, 6)
+    target: list[int] = [-1] * rng.randrange(0, 20)
+    points: list[SyncPoint] = []
+    copies: dict[int, int] = {}
+    moments: list[RunMoment] = []
+    committed = position = hold = 0
+    ever_committed = False
+    run, read = "run-0", 0
+    points.append(SyncPoint(source[0], len(target), 0, run=run, count=0))
+    while position < len(source):
+        for _ in range(rng.randrange(1, 30)):
+            if position >= len(source):
+                break
+            copies[source[position]] = len(target)
+            target.append(source[position])
+            position += 1
+            read += 1
+            if rng.random() < others:
+                target.append(-1)
+        r = rng.random()
+        if r < 0.6:
+            nxt = source[position] if position < len(source) else source[-1] + 1
+            if nxt >= hold:
+                points.append(SyncPoint(nxt, len(target), 0, run=run, count=read))
+            committed = position
+            ever_committed = True
+        elif r < 0.75:  # crash: a new owner, a new run
+            position = committed
+            hold = max(copies) + 1
+            run, read = f"run-{len(moments)}", 0
+            if not ever_committed:
+                points.append(SyncPoint(source[position], len(target), 0, run=run, count=0))
+        moments.append((list(points), dict(copies)))
+    return source, moments
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize(("holes", "others"), [(0.0, 0.0), (0.2, 0.0), (0.0, 0.1), (0.2, 0.1)])
+def test_translation_between_points_of_one_run_never_skips(seed, holes, others):
+    source, moments = simulate_runs(seed, holes, others)
+    rng = random.Random(seed)
+    for step, (points, copies) in enumerate(moments):
+        store = SyncStore()
+        for point in points:
+            store.add("t", 0, point)
+        # Checkpoints taken at an earlier moment are sync points too (kmirror.failover.offsetsync.SyncData)
+        earlier = SyncStore()
+        for point in moments[rng.randrange(0, step + 1)][0]:
+            earlier.add("t", 0, point)
+        for c in rng.sample(range(source[0], source[-1] + 2), 3):
+            tr = earlier.translate("t", 0, c)
+            if tr is not None:
+                store.add("t", 0, SyncPoint(c, tr.target, 0, tr.sync_source))
+        for c in {*rng.sample(range(source[0], source[-1] + 2), 8), source[0], source[-1] + 1}:
+            tr = store.translate("t", 0, c)
+            assert tr is not None and tr.sync_source <= c
+            for s_off, t_off in copies.items():
+                if s_off >= c:
+                    assert t_off >= tr.target, f"seed {seed}: {s_off} (at {t_off}) skipped by C={c} -> {tr}"
+
+
+def test_a_hole_free_partition_mirrored_alone_translates_exactly_between_points():
+    """No holes, no other writer, no crash: every offset between two points is exact (re-reads 0)."""
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(100, 1000, 1, run="a", count=0))
+    store.add("t", 0, SyncPoint(60_100, 61_000, 2, run="a", count=60_000))
+    for c in (100, 101, 24_000, 60_099):
+        tr = store.translate("t", 0, c)
+        assert (tr.target, tr.rereads) == (1000 + c - 100, 0)
+
+
+@pytest.mark.parametrize(
+    ("later", "why"),
+    [
+        (SyncPoint(200, 1100, 2, run="a", count=99), "a hole in the source offsets"),
+        (SyncPoint(200, 1101, 2, run="a", count=100), "another writer (or a copy twice) on the target"),
+        (SyncPoint(200, 1100, 2, run="b", count=100), "another run (a reassignment in between)"),
+        (SyncPoint(200, 1100, 2), "a point without run (written before this version)"),
+    ],
+)
+def test_the_earlier_point_when_the_range_is_not_provably_one_to_one(later, why):
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(100, 1000, 1, run="a", count=0))
+    store.add("t", 0, later)
+    tr = store.translate("t", 0, 150)
+    assert (tr.target, tr.rereads) == (1000, 50), why
+
+
+def test_run_and_count_survive_the_sync_record():
+    point = SyncPoint(7, 9, 3, run="abc", count=5)
+    key, value = sync_record("m", "t", 0, LATEST_SLOT, point)
+    assert parse_record(key, value) == ("sync", "m", ("t", 0, point))
+    old = SyncPoint(7, 9, 3)
+    key, value = sync_record("m", "t", 0, LATEST_SLOT, old)
+    assert b'"r"' not in value and parse_record(key, value) == ("sync", "m", ("t", 0, old))

@@ -20,8 +20,23 @@ A consumer group that committed source offset C translates to the E of the sync 
 largest P <= C (the earlier point when C lies between two; of two points at one P, the smaller E):
 the failed-over group reads every record it had not committed; it re-reads at most the records from
 that sync point's P up to C (plus, when other writers wrote to the partition, their records after E).
-With P == C the translation is exact. Source offsets are never interpolated: compacted topics and
-transaction markers leave gaps in them.
+With P == C the translation is exact.
+
+**Exact between two points** (issue 24): with ``--groups`` a stream counts the records it reads of each
+partition (one pass over each batch, nothing per record on the produce path) and each sync point carries
+the stream's *run* (an id drawn when the stream was assigned the partition, or restarted it after a gap)
+and N, the records it read of the partition in that run before P. Between two points a < b of one run,
+N_b - N_a records were read and copied once each, in order, and acknowledged between the two
+measurements of the target's end. When
+
+    P_b - P_a == N_b - N_a == E_b - E_a
+
+the source range has no holes (compaction, transaction markers) and nothing but those copies reached
+the target partition in between (no other writer, no duplicate), so the copy of source offset
+P_a + k is at E_a + k: C in [P_a, P_b) translates exactly to E_a + (C - P_a) and nothing is read again.
+Otherwise (holes, other writers, copies twice after a crash, points of different runs) the earlier point
+is used as above: never a skipped record. The history kept (below) brackets a group far behind as well
+as one near the head, so both translate exactly on a hole-free topic mirrored by kmirror alone.
 
 A **checkpoint** is a group's committed source offset C and its translation T at one moment, written by
 the group offset sync; ``kmirror failover`` uses them when the source cluster is gone.
@@ -61,6 +76,8 @@ class SyncPoint:
     target: int  # E: the target partition's end offset at that moment
     ms: int  # wall clock time it was taken (ms since the epoch)
     measured_at: int = -1  # a checkpoint's point: the P its target was measured at (-1: this point's own)
+    run: str = ""  # the stream's run of the partition ("": unknown, never interpolated)
+    count: int = -1  # N: records the run read of the partition before P (-1: unknown)
 
     @property
     def basis(self) -> int:
@@ -115,8 +132,10 @@ def sync_slots(previous: int | None, position: int) -> list[str]:
 
 def sync_record(mirror: str, topic: str, partition: int, slot: str, point: SyncPoint) -> tuple[bytes, bytes]:
     key = json.dumps([SYNC, mirror, topic, partition, slot], separators=(",", ":")).encode()
-    value = json.dumps({"s": point.source, "t": point.target, "ms": point.ms}, separators=(",", ":"))
-    return key, value.encode()
+    fields: dict[str, object] = {"s": point.source, "t": point.target, "ms": point.ms}
+    if point.run and point.count >= 0:
+        fields.update(r=point.run, n=point.count)
+    return key, json.dumps(fields, separators=(",", ":")).encode()
 
 
 def checkpoint_record(mirror: str, cp: Checkpoint) -> tuple[bytes, bytes]:
@@ -138,7 +157,17 @@ def parse_record(key: bytes | None, value: bytes | None) -> tuple[str, str, obje
             return (
                 SYNC,
                 mirror,
-                (str(topic), int(partition), SyncPoint(int(v["s"]), int(v["t"]), int(v["ms"]))),
+                (
+                    str(topic),
+                    int(partition),
+                    SyncPoint(
+                        int(v["s"]),
+                        int(v["t"]),
+                        int(v["ms"]),
+                        run=str(v.get("r", "")),
+                        count=int(v.get("n", -1)),
+                    ),
+                ),
             )
         if k[0] == CHECKPOINT:
             _, mirror, group, topic, partition = k
@@ -209,8 +238,34 @@ class SyncStore:
         i = bisect.bisect_right(sources, offset)
         if i == 0:
             return None
-        best = self._points[key][i - 1]  # the last sync point at or before the offset
+        points = self._points[key]
+        best = points[i - 1]  # the last sync point at or before the offset
+        if best.basis < offset:
+            between = _run_points_around(points, i)
+            if between is not None and exact_between(*between):
+                a = between[0]
+                return Translation(offset, a.target + (offset - a.source), offset, a.ms)
         return Translation(offset, best.target, best.basis, best.ms)
+
+
+def _run_points_around(points: list[SyncPoint], i: int) -> tuple[SyncPoint, SyncPoint] | None:
+    """The stream's own points (not checkpoints) nearest before index ``i`` and at or after it."""
+    before = next((p for p in reversed(points[:i]) if p.measured_at < 0), None)
+    after = next((p for p in points[i:] if p.measured_at < 0), None)
+    return None if before is None or after is None else (before, after)
+
+
+def exact_between(a: SyncPoint, b: SyncPoint) -> bool:
+    """Every source offset in [a.source, b.source) is a record copied once, in order, to
+    [a.target, b.target), and nothing else was written there (see the module's docstring)."""
+    return (
+        bool(a.run)
+        and a.run == b.run
+        and a.count >= 0
+        and a.measured_at < 0
+        and b.measured_at < 0
+        and b.source - a.source == b.count - a.count == b.target - a.target
+    )
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -57,6 +58,9 @@ class SyncWriter:
         # crashed) may have copied records up to there past the committed offset, so the target's end is
         # a valid sync point only once this stream's position has passed it.
         self.hold: dict[tuple[str, int], int] = {}
+        # Per partition, this stream's run: drawn at each assignment (and restart after a gap); the points of
+        # one run, with the records it read, translate exactly between them (kmirror.failover.offsetsync).
+        self.runs: dict[tuple[str, int], str] = {}
         self.admin = AdminClient({**admin_settings(producer_settings), "logger": quiet})
         ensure_sync_topic(self.admin, replication_factor)
         conf: dict[str, Any] = dict(admin_settings(producer_settings))
@@ -93,6 +97,8 @@ class SyncWriter:
         parts = [tp for tp in partitions if tp.topic not in skip]
         if not parts:
             return
+        for tp in parts:
+            self.restarted(tp.topic, tp.partition)
         started = time.monotonic()
         try:
             ends = true_ends(self.source_admin, self.source_probe, [(tp.topic, tp.partition) for tp in parts])
@@ -112,15 +118,22 @@ class SyncWriter:
         if starts:
             self.commit_point(starts, {}, set(), assignment=True)
 
+    def restarted(self, topic: str, partition: int) -> None:
+        """The stream reads the partition from a new place (assigned, or continued after a gap): a new
+        run, whose record count starts at 0."""
+        self.runs[(topic, partition)] = uuid.uuid4().hex[:12]
+
     def commit_point(
         self,
         positions: Iterable[TopicPartition],
         previous: Mapping[tuple[str, int], int],
         skip: set[str],
         assignment: bool = False,
+        counts: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         """Everything before `positions` is acknowledged by the target and nothing after is produced yet
-        by this stream (nor, past the held end, by any earlier owner)."""
+        by this stream (nor, past the held end, by any earlier owner). ``counts``: the records the stream
+        read of each partition in its run, all of them before the position (absent: unknown)."""
         started = time.monotonic()
         parts = {(tp.topic, tp.partition): tp.offset for tp in positions if tp.topic not in skip}
         if not assignment:
@@ -140,7 +153,12 @@ class SyncWriter:
             for (topic, partition), position in parts.items():
                 if (topic, partition) not in ends:
                     continue
-                point = SyncPoint(position, ends[(topic, partition)], now)
+                run, count = self.runs.get((topic, partition), ""), -1
+                if assignment:
+                    count = 0
+                elif counts is not None:
+                    count = counts.get((topic, partition), -1)
+                point = SyncPoint(position, ends[(topic, partition)], now, run=run, count=count)
                 # An assignment's point has a slot of its own per target: compaction keeps every one (one
                 # per assignment before the partition's first commit), so the smallest is never lost.
                 slots = (

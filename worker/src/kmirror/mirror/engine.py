@@ -107,6 +107,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         self._stuck_warned = False
         self.on_rebalanced: Callable[[], None] | None = None  # told after each assignment (the runner)
         self._offset_syncs: SyncWriter | None = None
+        # --groups: the records read of each partition since its run began (kmirror.failover.offsetsync).
+        self._read_counts: dict[tuple[str, int], int] | None = {} if spec.offset_syncs else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -272,6 +274,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         now = time.monotonic()
         next_commit, next_refresh, next_stats = now + commit_every, now + refresh_every, now + stats_every
         next_report = now + REPORT_INTERVAL_S
+        counts = self._read_counts
         while not self._stop:
             batch = consume(batch_size, 0.2)
             for m in batch:
@@ -299,6 +302,11 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                         break
             if batch:
                 snap.records_in += len(batch)
+                if counts is not None:  # --groups only: one pass per batch, apart from the produce loop
+                    for m in batch:
+                        if m.error() is None:
+                            key = (m.topic(), m.partition())
+                            counts[key] = counts.get(key, 0) + 1
                 newest = batch[-1].timestamp()[1]
                 if newest > 0:
                     snap.latency.observe(max(0.0, time.time() - newest / 1000))
@@ -399,7 +407,10 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         if self._offset_syncs is not None:
             # Flushed, nothing of these partitions at or past the positions produced: a valid sync point
             # whether or not the commit below succeeds, so it is written (and acknowledged) first.
-            self._offset_syncs.commit_point(todo, self._committed, self._hashed)
+            counts = self._read_counts
+            if counts is not None and self._unsent_from:  # read, never handed over: not before the position
+                counts = {k: v for k, v in counts.items() if k not in self._unsent_from}
+            self._offset_syncs.commit_point(todo, self._committed, self._hashed, counts=counts)
         if self._offset_syncs is not None and self._offset_syncs.refused is not None:
             raise self._offset_syncs.refused.error(self.spec.label)  # before the commit it would allow
         try:

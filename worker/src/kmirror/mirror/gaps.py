@@ -61,7 +61,8 @@ class Gaps(StreamState):
             if policy in LATEST:
                 self._restart_at(topic, partition, high)
             elif policy in EARLIEST:
-                self._restart_at(topic, partition, low)
+                # Where the assignment's sync point said reading starts: the same run (--groups).
+                self._restart_at(topic, partition, low, new_run=False)
             else:
                 raise KmirrorError(
                     f"{self.spec.label}: {where} has no committed offset and auto.offset.reset={policy}: set "
@@ -127,11 +128,15 @@ class Gaps(StreamState):
                 "source's log start"
             )
 
-    def _restart_at(self, topic: str, partition: int, offset: int) -> None:
+    def _restart_at(self, topic: str, partition: int, offset: int, *, new_run: bool = True) -> None:
         """Fetch the partition again from ``offset`` (librdkafka keeps a partition whose reset failed
         stopped until it is assigned again: a seek is refused)."""
         consumer = self.consumer
         assert consumer is not None
+        if new_run and self._read_counts is not None:  # a new run (kmirror.failover.offsetsync)
+            self._read_counts[(topic, partition)] = 0
+        if new_run and self._offset_syncs is not None:
+            self._offset_syncs.restarted(topic, partition)
         start = TopicPartition(topic, partition, offset if offset >= 0 else OFFSET_END)
         if "cooperative" in self.spec.consumer.get("partition.assignment.strategy", ""):
             consumer.incremental_unassign([TopicPartition(topic, partition)])

@@ -72,6 +72,9 @@ class GroupMembership(StreamState):
         self._stuck_warned = False
         if self.on_rebalanced is not None:
             self.on_rebalanced()
+        if self._read_counts is not None:
+            for tp in partitions:
+                self._read_counts[(tp.topic, tp.partition)] = 0
         if self._offset_syncs is not None:  # none of these produced yet by this stream
             self._offset_syncs.assigned(consumer, partitions, self._hashed)
 

@@ -50,6 +50,7 @@ class StreamState:
     # Commit points: the last offset committed per partition, and the offset sync writer (--groups).
     _committed: dict[tuple[str, int], int]
     _offset_syncs: SyncWriter | None
+    _read_counts: dict[tuple[str, int], int] | None  # --groups: records read per partition in its run
     _last_stats: metrics.Snapshot | None
     # Target outages (slow path only): when the stream became blocked (monotonic and wall clock),
     # records read but never handed to a producer (first offset per partition: never committed past),
