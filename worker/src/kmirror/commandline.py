@@ -7,9 +7,12 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from kmirror.errors import Command, printable, run_command, stdout_closed_quietly
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 class Parser(argparse.ArgumentParser):
@@ -17,6 +20,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """As argparse's, but a closed stdout is not ignored: a help text longer than the output buffer
+        would otherwise end with exit 0 half written (:func:`kmirror.errors.stdout_closed_quietly`)."""
+        if message:
+            (file or sys.stderr).write(message)
 
 
 # The longest wait a seconds option takes (a day): a timeout or an interval beyond it is a mistake, and
