@@ -11,12 +11,15 @@ a truncation: from the log start too).
 
 from __future__ import annotations
 
+import json
+import subprocess
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_harness import (
+    KMIRROR,
     Worker,
     assert_mirrored,
     committed,
@@ -149,4 +152,54 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
     assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
     assert w.proc.poll() is None, w.log()
+    assert w.stop() == 0, w.log()
+
+
+def test_a_gap_is_kept_on_the_target_and_named_by_failover(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    """With --groups the gap is written to the sync topic on the target, and `kmirror failover` names it
+    for a group that had not read those offsets yet (it will not find them on the target)."""
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.failover"
+    groups = ("--groups", "app-gap", "--sync.group.offsets.interval.ms", "300")
+    create_topic(src, topic, 1)
+    produce(src, make_records(topic, 1, PER_PARTITION))
+    commit = Consumer({"bootstrap.servers": src.bootstrap, "group.id": "app-gap"})
+    commit.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
+    commit.close()
+    w = mirror(tmp_path, src, tgt, topic, *groups)
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
+    assert w.stop() == 0, w.log()
+    produce(src, make_records(topic, 1, PER_PARTITION, start=PER_PARTITION))
+    purge(src, topic, 0, PER_PARTITION + 30)
+    w = mirror(tmp_path, src, tgt, topic, *groups)
+    workers.append(w)
+    w.wait_for("GAP in source cluster consumer topic gap.failover partition 0: offsets 50..79 (30 records)")
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: 2 * PER_PARTITION})
+    run = subprocess.run(
+        [
+            *KMIRROR,
+            "failover",
+            "--source.config",
+            str(tmp_path / "consumer.properties"),
+            "--target.config",
+            str(tmp_path / "producer.properties"),
+            "--group",
+            "app-gap",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert (
+        "gap: gap.failover/0 offsets 50..79 (30 records) were purged on the source before they were mirrored"
+        in run.stdout
+    ), run.stdout
+    as_json = subprocess.run([*run.args, "--json"], capture_output=True, text=True, timeout=120)
+    gaps = json.loads(as_json.stdout)["gaps"]
+    assert [(g["topic"], g["partition"], g["first"], g["last"], g["records"]) for g in gaps] == [
+        (topic, 0, 50, 79, 30)
+    ]
     assert w.stop() == 0, w.log()

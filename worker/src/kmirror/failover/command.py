@@ -272,6 +272,13 @@ def cmd_failover(a: argparse.Namespace) -> int:
                 raise FailoverError(
                     f"committing group {group!r} on the target ({where}): {exc.args[0].str()}", EXIT_TARGET
                 ) from None
+    # Ranges the mirror could not copy that the group had not read yet: it will not find them on the target.
+    at = {(r.topic, r.partition): r.source_offset for r in rows}
+    gaps = [
+        g
+        for g in data.gaps
+        if (g.topic, g.partition) in at and g.lost and g.last >= at[(g.topic, g.partition)]
+    ]
     result = {
         "group": group,
         "mirror": mirror,
@@ -282,6 +289,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
         "committed": len(applied),
         "partitions": [r.as_dict() for r in rows],
         "untranslated": [f"{r.topic}/{r.partition}" for r in rows if r.translated is None],
+        "gaps": [g.as_dict() for g in gaps],
     }
     if a.json:
         print(json.dumps(result, indent=2))
@@ -289,6 +297,12 @@ def cmd_failover(a: argparse.Namespace) -> int:
     origin = "read from the source" if live is not None else "source unreachable: from the last checkpoints"
     print(f"group {group} (mirror {mirror}; offsets {origin}; on the target: state {state})")
     print(table(rows))
+    for g in gaps:
+        print(
+            f"gap: {g.topic}/{g.partition} offsets {g.first}..{g.last} ({g.last - g.first + 1} records) were "
+            "purged on the source before they were mirrored: the group will not find them on the target "
+            "(docs/runbooks/source-gap.md)"
+        )
     if active:
         print(f"note: the group has {members} active member(s) on the target; --apply would be refused")
     if a.apply:

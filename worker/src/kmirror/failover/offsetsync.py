@@ -58,7 +58,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import cast
 
 SYNC_TOPIC = "__kmirror-offset-syncs"
@@ -68,6 +68,7 @@ MAX_POINTS = 4096  # sync points kept in memory per partition; older ones are th
 
 SYNC = "sync"
 CHECKPOINT = "checkpoint"
+GAP = "gap"
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,23 @@ class Checkpoint:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Gap:
+    """Source offsets a stream could not mirror (kmirror.mirror.gaps): ``lost`` when they were purged on
+    the source before they were copied; otherwise copied before and no longer on the source (truncated,
+    recreated)."""
+
+    topic: str
+    partition: int
+    first: int
+    last: int
+    lost: bool
+    ms: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "records": self.last - self.first + 1}
+
+
 # ------------------------------------------------------------------------------------------ records
 
 
@@ -141,6 +159,12 @@ def sync_record(mirror: str, topic: str, partition: int, slot: str, point: SyncP
 def checkpoint_record(mirror: str, cp: Checkpoint) -> tuple[bytes, bytes]:
     key = json.dumps([CHECKPOINT, mirror, cp.group, cp.topic, cp.partition], separators=(",", ":")).encode()
     value = {"c": cp.source, "t": cp.target, "p": cp.sync_source, "ms": cp.ms}
+    return key, json.dumps(value, separators=(",", ":")).encode()
+
+
+def gap_record(mirror: str, gap: Gap) -> tuple[bytes, bytes]:
+    key = json.dumps([GAP, mirror, gap.topic, gap.partition, gap.first], separators=(",", ":")).encode()
+    value = {"l": gap.last, "lost": gap.lost, "ms": gap.ms}
     return key, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -175,6 +199,10 @@ def parse_record(key: bytes | None, value: bytes | None) -> tuple[str, str, obje
                 str(group), str(topic), int(partition), int(v["c"]), int(v["t"]), int(v["p"]), int(v["ms"])
             )
             return CHECKPOINT, mirror, cp
+        if k[0] == GAP:
+            _, mirror, topic, partition, first = k
+            gap = Gap(str(topic), int(partition), int(first), int(v["l"]), bool(v["lost"]), int(v["ms"]))
+            return GAP, mirror, gap
     except (ValueError, KeyError, IndexError, TypeError):
         return None
     return None
@@ -274,6 +302,7 @@ class SyncData:
 
     store: SyncStore
     checkpoints: dict[tuple[str, str, int], Checkpoint]  # (group, topic, partition)
+    gaps: list[Gap] = field(default_factory=list)  # what the mirror could not copy (kmirror.mirror.gaps)
 
     @classmethod
     def empty(cls) -> SyncData:
@@ -284,6 +313,9 @@ class SyncData:
         if parsed is None or parsed[1] != mirror:
             return
         kind, _, item = parsed
+        if kind == GAP:
+            self.gaps.append(cast(Gap, item))
+            return
         if kind == SYNC:
             topic, partition, point = cast(tuple[str, int, SyncPoint], item)
             self.store.add(topic, partition, point)

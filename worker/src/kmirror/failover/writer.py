@@ -24,7 +24,9 @@ from kmirror.config import admin_settings
 from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet, true_ends
 from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
+    Gap,
     SyncPoint,
+    gap_record,
     sync_record,
     sync_slots,
 )
@@ -117,6 +119,16 @@ class SyncWriter:
             self.seconds += time.monotonic() - started
         if starts:
             self.commit_point(starts, {}, set(), assignment=True)
+
+    def gap(self, gap: Gap) -> None:
+        """Keep a gap on the target, where `kmirror failover` names it (errors are logged, never fatal)."""
+        try:
+            key, value = gap_record(self.mirror, gap)
+            self.producer.produce(SYNC_TOPIC, value, key)
+            if self.producer.flush(SYNC_FLUSH_TIMEOUT_S) > 0:
+                log.warning("%s: the gap record is not acknowledged by %s yet", self.label, SYNC_TOPIC)
+        except (KafkaException, BufferError) as exc:
+            log.warning("%s: could not record the gap on the target: %s", self.label, exc)
 
     def restarted(self, topic: str, partition: int) -> None:
         """The stream reads the partition from a new place (assigned, or continued after a gap): a new

@@ -27,10 +27,12 @@ None of this touches the per-record path: the stream sees these events among the
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import OFFSET_END, Message, TopicPartition
 
 from kmirror.errors import KmirrorError
+from kmirror.failover.offsetsync import Gap
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
@@ -72,7 +74,7 @@ class Gaps(StreamState):
         if wanted < low:
             self._gap(
                 where,
-                topic,
+                (topic, partition),
                 wanted,
                 low - 1,
                 what="purged on the source before they were mirrored "
@@ -82,7 +84,7 @@ class Gaps(StreamState):
         elif wanted > high:
             self._gap(
                 where,
-                topic,
+                (topic, partition),
                 high,
                 wanted - 1,
                 what="mirrored before and no longer on the source: the partition was truncated (an unclean "
@@ -104,7 +106,10 @@ class Gaps(StreamState):
             )
             self._restart_at(topic, partition, wanted)
 
-    def _gap(self, where: str, topic: str, first: int, last: int, *, what: str, lost: bool = True) -> None:
+    def _gap(
+        self, where: str, tp: tuple[str, int], first: int, last: int, *, what: str, lost: bool = True
+    ) -> None:
+        topic, partition = tp
         count = last - first + 1
         stop = self.spec.gap_policy == "stop"
         log.warning(
@@ -118,6 +123,8 @@ class Gaps(StreamState):
             "; stopping (--gap.policy stop): nothing committed past the gap" if stop else "",
         )
         self.snap.gaps += 1
+        if self._offset_syncs is not None:  # --groups: on the target, for kmirror failover
+            self._offset_syncs.gap(Gap(topic, partition, first, last, lost, int(time.time() * 1000)))
         if lost:
             self.snap.gap_records[topic] = self.snap.gap_records.get(topic, 0) + count
         if stop:
