@@ -29,11 +29,30 @@ def test_service_user(host):
 
 
 def test_installed_from_shipped_wheels(host):
-    _owner(host.file(VENV), "root", "root", 0o755)
-    assert host.file("/opt/kmirror/wheels/SHA256SUMS").exists
-    out = host.check_output(f"{VENV}/bin/kmirror --version")
-    assert out.startswith("kmirror ")
-    assert host.check_output("cd /opt/kmirror/wheels && sha256sum --quiet -c SHA256SUMS && echo ok") == "ok"
+    """Each version has its own virtualenv and wheels; /opt/kmirror/venv links to the current one."""
+    link = host.file(VENV)
+    assert link.is_symlink
+    version = host.check_output(f"{VENV}/bin/kmirror --version").removeprefix("kmirror ")
+    assert link.linked_to == f"/opt/kmirror/versions/{version}/venv"
+    _owner(host.file(f"/opt/kmirror/versions/{version}/venv"), "root", "root", 0o755)
+    wheels = f"/opt/kmirror/versions/{version}/wheels"
+    assert host.check_output(f"cd {wheels} && sha256sum --quiet -c SHA256SUMS && echo ok") == "ok"
+    assert not host.file("/opt/kmirror/wheels").exists  # the layout before versions
+
+
+def test_upgrade_then_rollback_kept_both_versions(host):
+    """The side effect upgraded to <version>+next with site.yml, then pinned kmirror_version back to
+    <version> while the controller shipped only +next: both versions stay side by side, the link points
+    at the first again and every instance was restarted onto it."""
+    version = host.check_output(f"{VENV}/bin/kmirror --version").removeprefix("kmirror ")
+    assert "+" not in version
+    nxt = host.check_output(f"/opt/kmirror/versions/{version}+next/venv/bin/kmirror --version")
+    assert nxt == f"kmirror {version}+next"
+    for source in SOURCES:
+        main = host.check_output(f"systemctl show -p MainPID --value kmirror@{source}")
+        # the script's interpreter is its version's own python (pip wrote that path when installing it)
+        args = host.check_output(f"ps -o args= -p {main}")
+        assert args.startswith(f"/opt/kmirror/versions/{version}/venv/bin/python "), args
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -166,7 +185,9 @@ def test_added_source_got_its_topics_created_like_the_source():
 
 
 def test_removed_source_left_nothing_behind(host):
-    """remove_source_cluster.yml stopped and disabled kmirror@south and removed its files."""
+    """remove_source_cluster.yml stopped and disabled kmirror@south and removed its files; site.yml then
+    brought it back with the inventory (the upgrade), and site.yml without south in the inventory (the
+    rollback) stopped, disabled and removed it again (kmirror_service_remove_dropped)."""
     svc = host.service("kmirror@south")
     assert not svc.is_running and not svc.is_enabled
     assert not host.file(f"{CONF}/south").exists

@@ -69,6 +69,14 @@ options:
   build_cache:
     description: Where wheels built from source are kept between runs (default C(DEST/../source-builds)).
     type: path
+  local_version:
+    description:
+      - A PEP 440 local version label (letters, digits, dots) appended to kmirror's version in the built
+        wheel (C(0.1.0) becomes C(0.1.0+LABEL)), e.g. a site's own build of a patched tree, or a second
+        version of the same source to prove an upgrade and a rollback. The source tree is not changed:
+        C(__version__) is rewritten in the build's copy.
+    type: str
+    default: ""
   build_isolation:
     description: Build the kmirror wheel in an isolated environment (pip fetches the build backend). Default
       is to use the controller's setuptools when it has one (faster, works offline), isolation otherwise.
@@ -110,6 +118,21 @@ RECIPE = 3
 REPRODUCIBLE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
 IGNORE = shutil.ignore_patterns("build", "dist", "tests", "*.egg-info", "__pycache__", ".*")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_LABEL = re.compile(r"^[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*$")
+_VERSION_LINE = re.compile(r'^(__version__\s*=\s*)(["\'])([^"\']+)\2', re.MULTILINE)
+
+
+def set_local_version(module: AnsibleModule, src: str, label: str) -> None:
+    """Append +LABEL to __version__ in the build's copy of the source (src/kmirror/__init__.py)."""
+    init = os.path.join(src, "src", "kmirror", "__init__.py")
+    text = read_text(init)
+    m = _VERSION_LINE.search(text)
+    if not m:
+        module.fail_json(msg=f'{init}: no __version__ = "..." line to add the local version {label!r} to')
+    base = m.group(3).split("+", 1)[0]
+    text = text[: m.start()] + f'{m.group(1)}"{base}+{label}"' + text[m.end() :]
+    with open(init, "w") as fh:
+        fh.write(text)
 
 
 def source_digest(source: str) -> str:
@@ -249,6 +272,7 @@ def main() -> None:
             "pin_to_controller": {"type": "bool", "default": True},
             "pip_args": {"type": "list", "elements": "str", "default": []},
             "build_isolation": {"type": "bool"},
+            "local_version": {"type": "str", "default": ""},
             "source_builds": {"type": "list", "elements": "str", "default": []},
             "build_python": {"type": "path"},
             "build_cache": {"type": "path"},
@@ -260,6 +284,11 @@ def main() -> None:
         module.fail_json(
             msg=f"{p['source']} has no pyproject.toml; set kmirror_worker_source_dir to the "
             "worker's source directory"
+        )
+    if p["local_version"] and not _LABEL.match(p["local_version"]):
+        module.fail_json(
+            msg=f"local_version {p['local_version']!r} is not a PEP 440 local version label; "
+            "use letters, digits and dots (e.g. site.2)"
         )
     pip = [sys.executable, "-m", "pip"]
     dest = p["dest"]
@@ -275,6 +304,8 @@ def main() -> None:
             p["pip_args"],
             p["source_builds"],
             p["build_python"],
+            # only when set: a wheelhouse built before this option existed stays reusable
+            *([p["local_version"]] if p["local_version"] else []),
         ]
     )
     fixed = {normalize(m.group(1)) for r in p["source_builds"] if (m := _NAME.match(r))}
@@ -306,6 +337,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kmirror-wheelhouse-") as tmp:
         src, out = os.path.join(tmp, "src"), os.path.join(tmp, "out")
         shutil.copytree(p["source"], src, ignore=IGNORE)
+        if p["local_version"]:
+            set_local_version(module, src, p["local_version"])
         build = [*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", out, src]
         if not p["build_isolation"]:
             build.insert(4, "--no-build-isolation")
