@@ -287,8 +287,8 @@ def main() -> None:
         )
     if p["local_version"] and not _LABEL.match(p["local_version"]):
         module.fail_json(
-            msg=f"local_version {p['local_version']!r} is not a PEP 440 local version label; "
-            "use letters, digits and dots (e.g. site.2)"
+            msg=f"local_version {p['local_version']!r}: give letters and digits separated by dots "
+            "(a PEP 440 local version label in its normal form, e.g. site.2)"
         )
     pip = [sys.executable, "-m", "pip"]
     dest = p["dest"]
