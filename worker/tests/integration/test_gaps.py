@@ -6,7 +6,8 @@ records, and the mirror goes on from the log start (``continue``) or stops with 
 past the gap (``stop``). A topic deleted and recreated under a running mirror is mirrored from its new
 beginning: nothing of the new topic is lost (Kafka 4.3 drops a deleted topic's committed offsets, so the
 stream finds none and starts at the log start; a position past the new topic's end would be handled as
-a truncation: from the log start too).
+a truncation: from the log start too), and with --groups the old topic's failover sync points are
+dropped for the new one's (the points carry the topic id).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_harness import (
     KMIRROR,
@@ -34,6 +35,7 @@ from mirror_harness import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from kmirror.failover.clusters import read_sync_data
 from kmirror.testing.kafka import KafkaCluster, free_port
 
 PER_PARTITION = 50
@@ -139,9 +141,10 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     create_topic(src, topic, 1)
     old = make_records(topic, 1, PER_PARTITION)
     produce(src, old)
-    w = mirror(tmp_path, src, tgt, topic, "--topic.refresh.interval.ms", "1000")
+    w = mirror(tmp_path, src, tgt, topic, "--topic.refresh.interval.ms", "1000", "--groups", "app-none")
     workers.append(w)
     assert_mirrored(old, read_all(tgt, [topic], len(old), timeout=90))
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
     admin = AdminClient({"bootstrap.servers": src.bootstrap})
     for f in admin.delete_topics([topic]).values():
         f.result()
@@ -152,6 +155,11 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
     assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
     assert w.proc.poll() is None, w.log()
+    # The failover sync points of the old topic are not used for the new one (--groups).
+    new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)})
+    points = read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
+    assert points and {p.topic_id for p in points} == {new_id}, points
     assert w.stop() == 0, w.log()
 
 

@@ -366,3 +366,25 @@ def test_run_and_count_survive_the_sync_record():
     old = SyncPoint(7, 9, 3)
     key, value = sync_record("m", "t", 0, LATEST_SLOT, old)
     assert b'"r"' not in value and parse_record(key, value) == ("sync", "m", ("t", 0, old))
+
+
+def test_a_recreated_topic_drops_the_old_topics_points_and_ignores_late_ones():
+    """A topic deleted and recreated under its name is another topic: its offsets start again, and the
+    old topic's points (and checkpoints taken before) would translate them to the old copies."""
+    store = SyncStore()
+    store.add("t", 0, SyncPoint(0, 0, 1, run="a", count=0, topic_id="old"))
+    store.add("t", 0, SyncPoint(500, 500, 2, run="a", count=500, topic_id="old"))
+    store.add("t", 0, SyncPoint(40, 40, 3, measured_at=0))  # a checkpoint of the old topic
+    assert store.translate("t", 0, 100).target == 100
+    store.add("t", 0, SyncPoint(0, 500, 10, run="b", count=0, topic_id="new"))
+    store.add("t", 0, SyncPoint(400, 400, 4, run="a", count=400, topic_id="old"))  # read late: older
+    store.add("t", 0, SyncPoint(20, 25, 11, measured_at=0))  # a checkpoint after: kept
+    tr = store.translate("t", 0, 100)
+    assert (tr.target, tr.sync_source) == (25, 0)  # the new topic's checkpoint, never the old points
+    assert [p.topic_id for p in store._points[("t", 0)]] == ["new", ""]
+
+
+def test_the_topic_id_survives_the_sync_record():
+    point = SyncPoint(7, 9, 3, run="abc", count=5, topic_id="Qx1")
+    key, value = sync_record("m", "t", 0, LATEST_SLOT, point)
+    assert parse_record(key, value) == ("sync", "m", ("t", 0, point))

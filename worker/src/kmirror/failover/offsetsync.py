@@ -79,6 +79,7 @@ class SyncPoint:
     measured_at: int = -1  # a checkpoint's point: the P its target was measured at (-1: this point's own)
     run: str = ""  # the stream's run of the partition ("": unknown, never interpolated)
     count: int = -1  # N: records the run read of the partition before P (-1: unknown)
+    topic_id: str = ""  # the source topic's id ("": unknown): a recreated topic is another topic
 
     @property
     def basis(self) -> int:
@@ -153,6 +154,8 @@ def sync_record(mirror: str, topic: str, partition: int, slot: str, point: SyncP
     fields: dict[str, object] = {"s": point.source, "t": point.target, "ms": point.ms}
     if point.run and point.count >= 0:
         fields.update(r=point.run, n=point.count)
+    if point.topic_id:
+        fields["id"] = point.topic_id
     return key, json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -190,6 +193,7 @@ def parse_record(key: bytes | None, value: bytes | None) -> tuple[str, str, obje
                         int(v["ms"]),
                         run=str(v.get("r", "")),
                         count=int(v.get("n", -1)),
+                        topic_id=str(v.get("id", "")),
                     ),
                 ),
             )
@@ -218,6 +222,9 @@ class SyncStore:
         self.max_points = max_points
         self._sources: dict[tuple[str, int], list[int]] = {}
         self._points: dict[tuple[str, int], list[SyncPoint]] = {}
+        # Per partition, the newest source topic id seen and since when (ms of its first point): points of
+        # an older topic of the same name (deleted and recreated) are dropped, never used.
+        self._incarnation: dict[tuple[str, int], tuple[str, int]] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._points.values())
@@ -230,6 +237,8 @@ class SyncStore:
 
     def add(self, topic: str, partition: int, point: SyncPoint) -> None:
         key = (topic, partition)
+        if not self._same_topic(key, point):
+            return
         sources = self._sources.setdefault(key, [])
         points = self._points.setdefault(key, [])
         i = bisect.bisect_left(sources, point.source)
@@ -244,6 +253,25 @@ class SyncStore:
         points.insert(i, point)
         if len(points) > self.max_points:
             self._thin(key)
+
+    def _same_topic(self, key: tuple[str, int], point: SyncPoint) -> bool:
+        """False for a point of an older topic of this name. A point of a newer one (its id first seen
+        after the current one's) drops every point taken before it: they speak of the old topic."""
+        current = self._incarnation.get(key)
+        if not point.topic_id:
+            return current is None or point.ms >= current[1]
+        if current is None:
+            self._incarnation[key] = (point.topic_id, point.ms)
+            return True
+        if point.topic_id == current[0]:
+            return True
+        if point.ms < current[1]:
+            return False  # the older topic's
+        self._incarnation[key] = (point.topic_id, point.ms)
+        kept = [p for p in self._points.get(key, []) if p.topic_id == point.topic_id or p.ms >= point.ms]
+        self._points[key] = kept
+        self._sources[key] = [p.source for p in kept]
+        return True
 
     def _thin(self, key: tuple[str, int]) -> None:
         """Keep the newest half, and every other point of the older half."""

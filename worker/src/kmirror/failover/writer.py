@@ -15,6 +15,7 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
@@ -63,6 +64,9 @@ class SyncWriter:
         # Per partition, this stream's run: drawn at each assignment (and restart after a gap); the points of
         # one run, with the records it read, translate exactly between them (kmirror.failover.offsetsync).
         self.runs: dict[tuple[str, int], str] = {}
+        # Per topic, its id on the source when it was last assigned: a topic deleted and recreated under
+        # the same name is another topic, whose points must not translate offsets of the old one.
+        self.topic_ids: dict[str, str] = {}
         self.admin = AdminClient({**admin_settings(producer_settings), "logger": quiet})
         ensure_sync_topic(self.admin, replication_factor)
         conf: dict[str, Any] = dict(admin_settings(producer_settings))
@@ -105,6 +109,10 @@ class SyncWriter:
         try:
             ends = true_ends(self.source_admin, self.source_probe, [(tp.topic, tp.partition) for tp in parts])
             self.hold.update(ends)
+            names = sorted({tp.topic for tp in parts})
+            described = self.source_admin.describe_topics(TopicCollection(names), request_timeout=10)
+            for name, fut in described.items():
+                self.topic_ids[name] = str(fut.result().topic_id)
             fresh = [tp for tp in consumer.committed(parts, timeout=10) if tp.offset < 0]
             starts = []
             for tp in fresh:
@@ -170,7 +178,14 @@ class SyncWriter:
                     count = 0
                 elif counts is not None:
                     count = counts.get((topic, partition), -1)
-                point = SyncPoint(position, ends[(topic, partition)], now, run=run, count=count)
+                point = SyncPoint(
+                    position,
+                    ends[(topic, partition)],
+                    now,
+                    run=run,
+                    count=count,
+                    topic_id=self.topic_ids.get(topic, ""),
+                )
                 # An assignment's point has a slot of its own per target: compaction keeps every one (one
                 # per assignment before the partition's first commit), so the smallest is never lost.
                 slots = (
