@@ -277,9 +277,11 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         counts = self._read_counts
         while not self._stop:
             batch = consume(batch_size, 0.2)
+            events = 0  # consumer events among the records (errors, offset resets): not records
             for m in batch:
                 if m.error() is not None:
                     self._message_error(m)
+                    events += 1
                     continue
                 t = m.topic()
                 p = m.partition()
@@ -301,7 +303,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                     if self._failure is not None:
                         break
             if batch:
-                snap.records_in += len(batch)
+                snap.records_in += len(batch) - events
                 if counts is not None:  # --groups only: one pass per batch, apart from the produce loop
                     for m in batch:
                         if m.error() is None:
