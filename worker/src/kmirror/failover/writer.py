@@ -109,10 +109,6 @@ class SyncWriter:
         try:
             ends = true_ends(self.source_admin, self.source_probe, [(tp.topic, tp.partition) for tp in parts])
             self.hold.update(ends)
-            names = sorted({tp.topic for tp in parts})
-            described = self.source_admin.describe_topics(TopicCollection(names), request_timeout=10)
-            for name, fut in described.items():
-                self.topic_ids[name] = str(fut.result().topic_id)
             fresh = [tp for tp in consumer.committed(parts, timeout=10) if tp.offset < 0]
             starts = []
             for tp in fresh:
@@ -125,6 +121,7 @@ class SyncWriter:
             return
         finally:
             self.seconds += time.monotonic() - started
+        self._topic_ids(sorted({tp.topic for tp in parts}))
         if starts:
             self.commit_point(starts, {}, set(), assignment=True)
 
@@ -137,6 +134,18 @@ class SyncWriter:
                 log.warning("%s: the gap record is not acknowledged by %s yet", self.label, SYNC_TOPIC)
         except (KafkaException, BufferError) as exc:
             log.warning("%s: could not record the gap on the target: %s", self.label, exc)
+
+    def _topic_ids(self, names: list[str]) -> None:
+        """The source topics' ids now (a failure leaves them unknown: such points are never dropped as
+        another topic's, which only costs precision)."""
+        for name in names:
+            self.topic_ids.pop(name, None)
+        try:
+            described = self.source_admin.describe_topics(TopicCollection(names), request_timeout=10)
+            for name, fut in described.items():
+                self.topic_ids[name] = str(fut.result().topic_id)
+        except KafkaException as exc:
+            log.debug("%s: topic ids of %s unknown: %s", self.label, names, exc)
 
     def restarted(self, topic: str, partition: int) -> None:
         """The stream reads the partition from a new place (assigned, or continued after a gap): a new

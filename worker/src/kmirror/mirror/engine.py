@@ -50,7 +50,7 @@ from kmirror.failover.writer import SyncWriter
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
-from kmirror.mirror.gaps import Gaps
+from kmirror.mirror.gaps import Gaps, cooperative
 from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
@@ -207,7 +207,9 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
         consumer_conf["error_cb"] = self._auth_error_cb("source")
         # Every offset reset comes to the stream, which knows whether it is a gap (kmirror.mirror.gaps).
-        consumer_conf["auto.offset.reset"] = "error"
+        # It fetches a partition again with incremental_assign: cooperative-sticky only (the default).
+        if cooperative(spec.consumer):
+            consumer_conf["auto.offset.reset"] = "error"
         source_log = logging.getLogger("kmirror.librdkafka.consumer")
         self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
         quiet_repeated_logins(source_log)
@@ -221,6 +223,14 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             spec.consumer.get("group.id"),
             f"static, group.instance.id {instance}" if instance else "dynamic",
         )
+        if not cooperative(spec.consumer):
+            log.warning(
+                "%s: partition.assignment.strategy=%s (eager): gaps in the source (records purged before "
+                "they were mirrored) are not detected, the consumer jumps to auto.offset.reset; remove the "
+                "line to use cooperative-sticky (docs/runbooks/source-gap.md)",
+                spec.label,
+                spec.consumer.get("partition.assignment.strategy"),
+            )
 
     def _rejoin(self, exc: Rejoin) -> None:
         """librdkafka fenced its own consumer (see :class:`kmirror.mirror.membership.SessionWatch`): the
