@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 
 .PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-outage \
-	bench-restarts clean cluster-definition
+	bench-restarts bench-peers clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
 help: ## this list: every target with one line
@@ -101,6 +101,9 @@ bench-groups: install ## cost of the failover offset sync (--groups on vs off) -
 
 bench-outage: install ## memory of a stream during a target outage -> docs/benchmarks.md
 	$(BENCH) bench/outage_memory.py --write docs/benchmarks.md
+
+bench-peers: install ## kmirror vs MirrorMaker 1 (3.9) and MirrorMaker 2 (4.3) on the same clusters -> docs/benchmarks.md
+	$(BENCH) bench/peers.py --write docs/benchmarks.md
 
 bench-restarts: install ## clean restart: streams leave one at a time, all at once, static -> docs/benchmarks.md
 	$(BENCH) bench/restarts.py --write docs/benchmarks.md

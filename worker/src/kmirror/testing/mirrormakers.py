@@ -67,6 +67,34 @@ def properties(path: Path, settings: Mapping[str, object]) -> Path:
     return path
 
 
+def tree_usage(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of ``pid`` and all its descendants alive now: user + system time of
+    each (with its reaped children's) from /proc/PID/stat, and the sum of each process' VmHWM."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    ticks, peak = 0, 0
+    for p in tree:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = Path(f"/proc/{p}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak += int(line.split()[1]) * 1024
+    return ticks / os.sysconf("SC_CLK_TCK"), peak
+
+
 class JavaTool:
     """One JVM running a Kafka tool's main class; its log and output kept in ``workdir``."""
 
