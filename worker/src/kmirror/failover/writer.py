@@ -15,7 +15,6 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
-    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
@@ -140,6 +139,10 @@ class SyncWriter:
         another topic's, which only costs precision)."""
         for name in names:
             self.topic_ids.pop(name, None)
+        try:
+            from confluent_kafka import TopicCollection  # confluent-kafka >= 2.3 only
+        except ImportError:  # the older client a Kerberos host builds against Debian's librdkafka (2.0.2)
+            return
         try:
             described = self.source_admin.describe_topics(TopicCollection(names), request_timeout=10)
             for name, fut in described.items():
