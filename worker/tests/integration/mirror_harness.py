@@ -313,6 +313,23 @@ def committed(cluster: Cluster, group: str, topic: str, partitions: int) -> dict
         time.sleep(0.2)
 
 
+def commit_offsets(cluster: Cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group without joining it (a standalone consumer, as tools do). A fresh
+    cluster's first group request may be answered "load in progress": asked again, as in `committed`."""
+    deadline = time.monotonic() + 30
+    while True:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+        finally:
+            c.close()
+        time.sleep(0.2)
+
+
 def wait_until(predicate: object, timeout: float = 60.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():  # type: ignore[operator]

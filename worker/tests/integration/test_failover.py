@@ -29,6 +29,7 @@ from mirror_harness import (
     TEST_CONSUMER_EXTRA,
     LiveTraffic,
     Worker,
+    commit_offsets,
     committed,
     consumer_file,
     create_topic,
@@ -681,11 +682,7 @@ def test_failover_tables_agree_with_kafkas_own_tools(tmp_path, workers):
 
 def commit_group(cluster: Cluster, group: str, offsets_: dict[tuple[str, int], int]) -> None:
     """Commit offsets for a group without joining it (a standalone consumer, as tools do)."""
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets_.items()], asynchronous=False)
-    finally:
-        c.close()
+    commit_offsets(cluster, group, offsets_)
 
 
 def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, workers):

@@ -17,12 +17,13 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicCollection, TopicPartition
+from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_harness import (
     KMIRROR,
     Worker,
     assert_mirrored,
+    commit_offsets,
     committed,
     consumer_file,
     create_topic,
@@ -177,9 +178,7 @@ def test_a_gap_is_kept_on_the_target_and_named_by_failover(
     groups = ("--groups", "app-gap", "--sync.group.offsets.interval.ms", "300")
     create_topic(src, topic, 1)
     produce(src, make_records(topic, 1, PER_PARTITION))
-    commit = Consumer({"bootstrap.servers": src.bootstrap, "group.id": "app-gap"})
-    commit.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
-    commit.close()
+    commit_offsets(src, "app-gap", {(topic, 0): 10})
     w = mirror(tmp_path, src, tgt, topic, *groups)
     wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
     assert w.stop() == 0, w.log()

@@ -11,7 +11,7 @@ import time
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_tools import LATEST, describe_group, offsets
-from mirror_harness import create_topic, make_records, produce, write
+from mirror_harness import commit_offsets, create_topic, make_records, produce, write
 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health
@@ -36,11 +36,7 @@ def end_offsets(cluster, topic, partitions):
 
 def commit_as_group(cluster, group, offsets):
     """Commit offsets for a group without joining it (a standalone consumer, as tools do)."""
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        c.close()
+    commit_offsets(cluster, group, offsets)
 
 
 def test_lag_numbers_match_committed_and_end_offsets(kafka, tmp_path):

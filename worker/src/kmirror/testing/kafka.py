@@ -40,6 +40,9 @@ TEST_JVM = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 BENCH_JVM = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:-UsePerfData")
 
 
+PORT_ATTEMPTS = 3  # starts of a cluster whose node found a port taken (see KafkaCluster.start)
+
+
 class KafkaError(KmirrorError):
     pass
 
@@ -185,24 +188,42 @@ class KafkaCluster:
             )
             if on
         ]
-        self.nodes = [
-            Node(
-                i + 1, self.host, {p: free_port(self.host) for p in protocols}, self.log_dir / f"node-{i + 1}"
-            )
-            for i in range(self.size)
-        ]
         checkpoint = _bootstrap_checkpoint(self.line)
-        for node in self.nodes:
-            self._prepare(node, checkpoint)
-        try:
+        for attempt in range(PORT_ATTEMPTS):
+            # A port found free is closed again before Kafka binds it: another process on the machine
+            # (a parallel test, a guest) can take it in between. Such a start is tried again, new ports.
+            self.nodes = [
+                Node(
+                    i + 1,
+                    self.host,
+                    {p: free_port(self.host) for p in protocols},
+                    self.log_dir / f"node-{i + 1}",
+                )
+                for i in range(self.size)
+            ]
             for node in self.nodes:
-                self._launch(node)
-            self.wait_ready()
-            if sec.scram:
-                self._create_scram_users()
-        except BaseException:
-            self.stop()
-            raise
+                self._prepare(node, checkpoint)
+            try:
+                for node in self.nodes:
+                    self._launch(node)
+                self.wait_ready()
+                if sec.scram:
+                    self._create_scram_users()
+                return self
+            except KafkaError:
+                taken = any(
+                    "Address already in use" in self._log(n).read_text(errors="replace")
+                    for n in self.nodes
+                    if self._log(n).exists()
+                )
+                if taken and attempt + 1 < PORT_ATTEMPTS:
+                    self._kill_nodes()
+                    continue
+                self.stop()
+                raise
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def _prepare(self, node: Node, checkpoint: Path) -> None:
@@ -439,6 +460,12 @@ class KafkaCluster:
             os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
+        self._kill_nodes()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _kill_nodes(self) -> None:
         for n in self.nodes:
             p = n.process
             if p is None or p.poll() is not None:
@@ -448,9 +475,6 @@ class KafkaCluster:
                 p.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=20)
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
 
 def _quiet_logger() -> object:
