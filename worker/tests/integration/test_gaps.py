@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from confluent_kafka import TopicCollection, TopicPartition
@@ -32,24 +31,14 @@ from mirror_harness import (
     producer_file,
     read_all,
     run_args,
+    scrape,
     wait_until,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from kmirror.failover.clusters import read_sync_data
 from kmirror.testing.kafka import KafkaCluster, free_port
 
 PER_PARTITION = 50
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, *extra: str) -> Worker:

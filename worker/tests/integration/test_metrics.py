@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import urllib.request
 from pathlib import Path
 
 from mirror_harness import (
@@ -15,23 +14,13 @@ from mirror_harness import (
     produce,
     producer_file,
     run_args,
+    scrape,
     wait_until,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from kmirror.testing.embedded import free_port
 
 HEALTH_MD = Path(__file__).resolve().parents[3] / "docs/health.md"
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def total(samples: dict, name: str) -> float:
