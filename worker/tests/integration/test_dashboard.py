@@ -10,9 +10,9 @@ import re
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
 from mirror_harness import (
     Worker,
+    commit_offsets,
     consumer_file,
     create_topic,
     make_records,
@@ -184,9 +184,7 @@ def test_every_dashboard_metric_is_in_a_real_scrape(kafka, tmp_path, workers):
     create_topic(src, "watched", 2)
     produce(src, make_records("watched", 2, 50))
     # An application group that committed offsets on the source: --groups syncs it.
-    app = Consumer({"bootstrap.servers": src.bootstrap, "group.id": "app", "enable.auto.commit": False})
-    app.commit(offsets=[TopicPartition("watched", p, 20) for p in range(2)], asynchronous=False)
-    app.close()
+    commit_offsets(src, "app", {("watched", p): 20 for p in range(2)})
     port = free_port()
     w = Worker(
         tmp_path,
