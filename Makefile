@@ -76,7 +76,7 @@ integration: install ## the worker's integration tests against real embedded bro
 # Everything CI runs (.ci/run). One pytest run collects every test tree (pytest.ini: worker/tests, tests/ansible,
 # tests/hosts, tests/terraform). Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
 # systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
-test: install ansible-install terraform-install lint lint-ansible ## linters, every pytest tree in one run (embedded brokers, real hosts), then every molecule scenario
+test: install ansible-install terraform-install lint lint-ansible wheelhouse ## linters, every pytest tree in one run (embedded brokers, real hosts), then every molecule scenario
 	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800
 	$(MAKE) molecule
 

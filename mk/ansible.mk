@@ -5,6 +5,7 @@
 #   make lint-ansible      ansible-lint, production profile (its yaml rule runs yamllint's checks)
 #   make test-ansible      fast tests (tests/ansible, no hosts): templates, plugins, inventory.example, and
 #                          the modules against embedded brokers (kmirror.testing.embedded)
+#   make wheelhouse        the controller's wheelhouse (playbooks/wheelhouse.yml), no hosts
 #   make molecule          every molecule scenario on real systemd-nspawn guests, one after another;
 #                          a failed scenario is still destroyed, the others still run, the target fails
 # Needs root on Debian 12 (hosts.py prereqs installs systemd-container, debootstrap, ... with apt-get).
@@ -17,7 +18,7 @@ ANSIBLE_LINT_PATHS := roles playbooks $(addprefix molecule/,$(MOLECULE_SCENARIOS
 # molecule shells out to ansible-playbook and ansible-config: run it as from an activated venv.
 MOLECULE_ENV := PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
-.PHONY: ansible-install lint-ansible test-ansible molecule
+.PHONY: ansible-install lint-ansible test-ansible molecule wheelhouse
 
 $(ANSIBLE_STAMP): requirements-ansible.txt $(STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-ansible.txt
@@ -34,6 +35,11 @@ $(PROMTOOL):
 	$@ --version | head -1
 
 ansible-install: $(ANSIBLE_STAMP) $(PROMTOOL) ## ansible-core, ansible-lint, molecule, testinfra into the venv; promtool
+
+# The controller's wheelhouse as site.yml builds it (.state/wheelhouse), without hosts: the tests that install
+# from it (tests/hosts/test_manual_install.py, tests/ansible/test_wheelhouse_version.py) run before molecule.
+wheelhouse: ansible-install ## build the controller's wheelhouse (.state/wheelhouse) with playbooks/wheelhouse.yml, no hosts
+	$(MOLECULE_ENV) $(BIN)/ansible-playbook -i localhost, playbooks/wheelhouse.yml
 
 lint-ansible: ansible-install ## ansible-lint --profile production on roles, playbooks and molecule scenarios
 	$(MOLECULE_ENV) $(BIN)/ansible-lint --profile production --offline $(ANSIBLE_LINT_PATHS)

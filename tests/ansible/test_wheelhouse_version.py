@@ -1,6 +1,6 @@
 """kmirror_wheelhouse's local_version: a second build of one source (0.1.0 -> 0.1.0+next) for upgrade and
 rollback (docs/runbooks/upgrade-and-rollback.md), offline from the roles' cached wheelhouse; the source
-tree stays as it was. Needs .state/wheelhouse (built by site.yml or make molecule)."""
+tree stays as it was. Needs .state/wheelhouse (make wheelhouse; make test builds it first)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def source_version() -> str:
 
 
 def test_local_version_builds_a_second_version_of_the_source(tmp_path):
-    assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (site.yml or make molecule)"
+    assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make wheelhouse)"
     before = (SOURCE / "src/kmirror/__init__.py").read_text()
     version = source_version()
     rc, out = build(tmp_path, "next")

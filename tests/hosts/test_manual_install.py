@@ -52,7 +52,7 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
         "host": ["# Kerberos, worker host"],
     },
 }
-SDISTS = ROOT / ".state" / "sdists"  # confluent-kafka's sdist, cached by the roles' GSSAPI build
+SDISTS = ROOT / ".state" / "sdists"  # confluent-kafka's sdist (the doc's Kerberos build), fetched once
 APT_PROXY = ROOT / "molecule" / "audit" / "apt_proxy.py"
 APT_PROXY_PORT = 3149
 APT_PROXY_CONF = f'Acquire::http::Proxy "http://{CONTROLLER}:{APT_PROXY_PORT}";'
@@ -224,8 +224,15 @@ def installed(
     """Two fresh guests: "plain" follows the doc (PyPI's client), "gssapi" adds the Kerberos blocks (the
     client built against Debian's librdkafka). Each mirrors east into the target as its own source."""
     assert os.geteuid() == 0, "this test boots real hosts and must run as root"
-    assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make molecule or site.yml)"
-    assert SDISTS.is_dir(), f"{SDISTS}: the roles' GSSAPI build caches confluent-kafka's sdist there"
+    assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make wheelhouse)"
+    if not list(SDISTS.glob("confluent-kafka-2.0.2.tar.gz")):
+        # the offline build machine's source of the GSSAPI client, fetched once here (the test machine is online)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
+            + ["--dest", str(SDISTS), "confluent-kafka==2.0.2"],
+            check=True,
+            timeout=300,
+        )
     work = tmp_path_factory.mktemp("manual-install")
     blocks = doc_blocks()
     version = source_version()
