@@ -6,8 +6,9 @@ dedicated mode, both against the 4.3 test brokers.
   members and the fix); once it is stopped, kmirror with the same group.id resumes from its committed
   offsets: nothing missing, duplicates at most what MirrorMaker 1 wrote past its last commit.
 * A MirrorMaker 2 (progress in Connect offsets, no consumer group) is replaced with
-  ``--initial.offsets target-end``: nothing missing, no record copied twice (the records are unique, so
-  the target's last record matches one source offset exactly), and the bound kmirror reports is 0.
+  ``--initial.offsets target-end``: every record after MirrorMaker 2's last copied one is on the target
+  once, in order, no record copied twice (the records are unique, so the target's last record matches one
+  source offset exactly), and the bound kmirror reports is 0.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def test_mirrormaker1_replaced_under_live_traffic(
         commit_interval_ms=1000,
     )
     with LiveTraffic(source, TOPIC, PARTITIONS, rate_per_s=300) as traffic, mm1:
-        wait_until(lambda: end_offsets(target, TOPIC, PARTITIONS) >= 300, 120, "MirrorMaker 1 copying")
+        wait_until(lambda: end_offsets(target, TOPIC, PARTITIONS) >= 300, 240, "MirrorMaker 1 copying")
 
         # check-config takes MirrorMaker 1's files as they are.
         check = subprocess.run(
@@ -103,7 +104,7 @@ def test_mirrormaker1_replaced_under_live_traffic(
         # kmirror with the same group while MirrorMaker 1 still runs: refused before any stream joins.
         refused = subprocess.run(
             [*KMIRROR, "run", *run_args(mm1.consumer_config, mm1.producer_config, "--whitelist", TOPIC)],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         out = refused.stdout + refused.stderr
         assert refused.returncode == 2, out
@@ -123,11 +124,11 @@ def test_mirrormaker1_replaced_under_live_traffic(
         worker = Worker(tmp_path, run_args(mm1.consumer_config, mm1.producer_config, "--whitelist", TOPIC))
         workers.append(worker)
         worker.wait_for(
-            f"3 of {PARTITIONS} selected partitions resume from committed offsets; 0 have none", 60
+            f"3 of {PARTITIONS} selected partitions resume from committed offsets; 0 have none", 120
         )
-        worker.wait_for("assigned", 60)
+        worker.wait_for("assigned", 120)
         at_start = len(traffic.sent)
-        wait_until(lambda: len(traffic.sent) > at_start + 300, 60, "live traffic after the cutover")
+        wait_until(lambda: len(traffic.sent) > at_start + 300, 120, "live traffic after the cutover")
     sent = traffic.sent
     got = read_all(target, [TOPIC], len(sent), timeout=120)
     assert worker.stop() == 0, worker.log()
@@ -156,6 +157,11 @@ def test_mirrormaker2_replaced_with_target_end(
         )
         mm2.stop()
         copied_by_mm2 = end_offsets(target, TOPIC, PARTITIONS)
+        # Where MirrorMaker 2's copy ends in each partition: the source offset of its last record there.
+        mm2_last: dict[int, int] = {}
+        for r in read_all(target, [TOPIC], copied_by_mm2, timeout=60):
+            p, i = seq(r)
+            mm2_last[p] = max(mm2_last.get(p, -1), i)
         consumer = write(
             tmp_path / "consumer.properties",
             f"bootstrap.servers={source.bootstrap}\ngroup.id=kmirror-cutover\n"
@@ -166,16 +172,26 @@ def test_mirrormaker2_replaced_with_target_end(
             tmp_path, run_args(consumer, producer, "--whitelist", TOPIC, "--initial.offsets", "target-end")
         )
         workers.append(worker)
-        worker.wait_for(f"committed the start of {PARTITIONS} partitions", 60)
-        worker.wait_for("assigned", 60)
+        worker.wait_for(f"committed the start of {PARTITIONS} partitions", 120)
+        worker.wait_for("assigned", 120)
         at_start = len(traffic.sent)
-        wait_until(lambda: len(traffic.sent) > at_start + 300, 60, "live traffic after the cutover")
+        wait_until(lambda: len(traffic.sent) > at_start + 300, 120, "live traffic after the cutover")
     sent = traffic.sent
     got = read_all(target, [TOPIC], len(sent), timeout=120)
     assert worker.stop() == 0, worker.log()
     assert copied_by_mm2 >= 300
     assert "starts at auto.offset.reset" not in worker.log()
-    assert_mirrored(sent, got)  # every record, same partition and order (MirrorMaker 2 keeps partitions too)
+    # kmirror's part: every record after MirrorMaker 2's last, in the same partition and order (MirrorMaker 2
+    # keeps partitions too). MirrorMaker 2's own part is its own: what it missed is said, not asserted
+    # (once, under load, it had not copied the first record of one partition).
+    assert sorted(mm2_last) == list(range(PARTITIONS)), mm2_last
+    after = [r for r in sent if seq(r)[1] > mm2_last[seq(r)[0]]]
+    assert len(after) >= 300, len(after)
+    assert_mirrored(after, [r for r in got if seq(r)[1] > mm2_last[seq(r)[0]]], exact=True)
+    have = {r.content for r in got}
+    missed_by_mm2 = [seq(r) for r in sent if r.content not in have]
+    print(f"MirrorMaker 2 -> kmirror: {len(sent)} records, {len(after)} copied by kmirror, none missing; "
+          f"MirrorMaker 2 had not copied {len(missed_by_mm2)} of its part {missed_by_mm2[:5]}")  # fmt: skip
     duplicates = len(got) - len({r.content for r in got})
     reported = re.search(r"at most (\d+) records copied twice", worker.log())
     assert reported is not None, worker.log()

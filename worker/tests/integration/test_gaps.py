@@ -97,11 +97,11 @@ def test_records_purged_while_stopped_are_a_named_gap_then_mirroring_goes_on(
     )
     gaps = [line for line in w.log().splitlines() if "GAP in" in line]
     assert len(gaps) == 1, gaps
+    # The metrics follow the streams' snapshots (published every few seconds), not the log line.
+    gap_records = ("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))
+    wait_until(lambda: scrape(port).get(gap_records) is not None, 60, "the gap in the metrics")
     samples = scrape(port)
-    assert (
-        samples[("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))]
-        == 30
-    )
+    assert samples[gap_records] == 30
     assert samples[("kmirror_gaps_total", (("source", "consumer"), ("stream", "0")))] == 1
     wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION})
     assert w.stop() == 0, w.log()
@@ -138,7 +138,7 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     admin = AdminClient({"bootstrap.servers": src.bootstrap})
     for f in admin.delete_topics([topic]).values():
         f.result()
-    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, what="the topic deleted")
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 120, "the topic deleted")
     create_topic(src, topic, 1)
     new = make_records(topic, 1, 10, start=1000)
     produce(src, new)
@@ -147,12 +147,12 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     assert w.proc.poll() is None, w.log()
     # The failover sync points of the old topic are not used for the new one (--groups).
     new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)})
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
 
     def points() -> list:
         return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
 
-    wait_until(lambda: any(p.topic_id == new_id for p in points()), what="a sync point of the new topic")
+    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
     assert {p.topic_id for p in points()} == {new_id}, points()
     assert w.stop() == 0, w.log()
 

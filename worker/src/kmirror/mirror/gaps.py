@@ -63,6 +63,12 @@ class Gaps(StreamState):
         consumer = self.consumer
         assert consumer is not None
         topic, partition = m.topic() or "", m.partition() or 0
+        if (topic, partition) not in self._assigned:
+            # Revoked between the fetch of this event and now (a rebalance inside the same consume call):
+            # the new owner gets its own event; fetching it again here would fail (not assigned).
+            log.debug("%s: offset reset of %s[%d], no longer assigned: left to its new owner",
+                      self.spec.label, topic, partition)  # fmt: skip
+            return
         wanted = m.offset()
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         where = f"source cluster {self.spec.source} topic {topic} partition {partition}"
