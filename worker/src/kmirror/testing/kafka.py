@@ -32,7 +32,7 @@ from typing import IO
 from kmirror.errors import KmirrorError
 from kmirror.testing import jars
 
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 120.0  # a JVM under a loaded 2-core machine (tests beside molecule) can take a minute
 
 # JVM options of a test node: a small heap, the quick C1 compiler, one GC thread. Benchmarks that want the
 # broker at full speed give their own (KMIRROR_TEST_BROKER_JVM overrides both).
