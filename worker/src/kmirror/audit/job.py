@@ -9,12 +9,15 @@ per offset range). Every record's content (topic, key, value, headers, timestamp
 bits and the copies of each content are counted on both sides: missing (in the source, not in the
 target), duplicated (extra copies in the target), unexpected (in the target, not in the source), each
 named by partition and offset, and the record counts per topic and time bucket of the record timestamp.
-Records newer than now - grace are in flight, not missing. Writes DIR/report.json and DIR/report.html.
+Records newer than now - grace are in flight, not missing. Ranges the mirror could not copy because the
+source no longer had them (source gaps, recorded on the target by `kmirror run --groups` under the
+group.id of --source.config) are named as such: records lost on the source before mirroring, not missing.
+Writes DIR/report.json and DIR/report.html.
 While it runs, progress lines on stderr (clusters and topics planned, Spark's reading and matching tasks
 done, each topic's result); Spark's own log stays off unless --spark.log.level asks for it.
 The properties files are read as `kmirror run` reads them (Java and legacy keys, SASL, TLS).
 
-Exit codes: 0 complete, 1 records missing or duplicated, 2 error (one line on stderr).
+Exit codes: 0 complete, 1 records missing, duplicated or lost in a source gap, 2 error (one line on stderr).
 
 Also runs as `python -m kmirror.audit ...` and under spark-submit (the master and the driver's
 settings then come from spark-submit):
@@ -42,7 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kmirror.audit import diff, report
+from kmirror.audit import diff, gaps, report
+from kmirror.audit.gaps import SourceGaps
 from kmirror.audit.kafka import AuditError, plan_cluster
 from kmirror.audit.progress import Progress
 from kmirror.audit.scope import SOURCE, TARGET, Span, output_dir, parse_duration, parse_time
@@ -74,6 +78,7 @@ class AuditOptions:
     timeout: float = 30.0
     source_name: str = "source"
     target_name: str = "target"
+    mirror: str | None = None  # the mirror's group (group.id of --source.config): its gaps on the target
 
 
 @dataclass
@@ -82,6 +87,7 @@ class Plan:
 
     spans: list[Span]
     seconds: float
+    gaps: SourceGaps = field(default_factory=lambda: SourceGaps(None))
 
 
 def plan(o: AuditOptions) -> Plan:
@@ -96,7 +102,8 @@ def plan(o: AuditOptions) -> Plan:
         raise AuditError(
             f"nothing to audit: no non-empty topic matches {topics.describe()} on either cluster"
         )
-    return Plan(src + tgt, time.monotonic() - t0)
+    found = gaps.read(o.target, o.mirror, topics, o.from_ms, o.timeout)
+    return Plan(src + tgt, time.monotonic() - t0, found)
 
 
 def run(
@@ -148,6 +155,7 @@ def run(
         },
         spark={"version": str(spark.version), "master": str(spark.sparkContext.master)},
         max_listed=o.max_listed,
+        source_gaps=planned.gaps,
     )
     rep = report.build(ctx, phase1, differences)
     if progress:
@@ -175,7 +183,10 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         description=__doc__,
     )
     add_file_option(
-        p, "--source.config", "properties of the source cluster (the mirror's consumer file works)"
+        p,
+        "--source.config",
+        "properties of the source cluster (the mirror's consumer file works: its group.id names the mirror "
+        "whose source gaps are read from the target's sync topic)",
     )
     add_file_option(
         p, "--target.config", "properties of the target cluster (the mirror's producer file works)"
@@ -271,7 +282,7 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
 
 
 def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
-    from kmirror.health.lagcheck import connection_settings
+    from kmirror.config import connection_settings
 
     now_ms = int(now.timestamp() * 1000)
     from_ms = parse_time(a.from_, "--from", now_ms) if a.from_ else None
@@ -297,7 +308,16 @@ def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
         timeout=a.timeout,
         source_name=a.source_name or default_name(a.source_config, "consumer", None),
         target_name=a.target_name or default_name(a.target_config, "producer", "target"),
+        mirror=mirror_group(a.source_config),
     )
+
+
+def mirror_group(path: str) -> str | None:
+    """The group.id of the source file (the mirror's consumer file names the mirror, as for `kmirror
+    failover`): its gaps are read from the target's sync topic."""
+    from kmirror.config import load_client_config
+
+    return load_client_config(path, None, allow_unsafe=True).settings.get("group.id") or None
 
 
 def default_name(path: str, generic: str, fallback: str | None) -> str:
@@ -375,6 +395,8 @@ def cmd_audit(a: argparse.Namespace) -> int:
             if archive is not None:
                 archive.finish()
     print(f"kmirror audit: {rep['summary']}")
+    for g in rep["gaps"]:  # type: ignore[attr-defined]
+        print(f"kmirror audit: {gaps.describe(g)}")
     print(f"kmirror audit: report {paths[1]} ({paths[0].name} beside it)")
     return int(rep["exit_code"])  # type: ignore[call-overload]
 

@@ -105,11 +105,13 @@ class Progress:
     def topics(self, report: Mapping[str, object]) -> None:
         """One line per topic: its counts and verdict."""
         for row in report["topics"]:  # type: ignore[attr-defined]
-            bad = row["missing"] or row["duplicated"]
+            lost = row.get("lost_in_gaps", 0)
+            bad = row["missing"] or row["duplicated"] or lost
             self.say(
                 f"topic {row['topic']}: {row['source_records']:,} source, {row['target_records']:,} target "
                 f"records; {row['missing']:,} missing, {row['duplicated']:,} duplicated, "
-                f"{row['unexpected']:,} unexpected, {row['in_flight']:,} in flight: "
+                f"{row['unexpected']:,} unexpected, {row['in_flight']:,} in flight"
+                f"{f', {lost:,} lost on the source before mirroring' if lost else ''}: "
                 f"{'INCOMPLETE' if bad else 'complete'}"
             )
 

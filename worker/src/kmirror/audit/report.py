@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 from kmirror.audit.diff import BucketDiff, Differences, Phase1
+from kmirror.audit.gaps import SourceGaps, gap_row
 from kmirror.audit.scope import SOURCE, TARGET, Span, iso
 
 FORMAT_VERSION = 1
@@ -40,13 +41,16 @@ class Context:
     exclude_regex: str | None = None
     source_name: str = "source"
     target_name: str = "target"
+    source_gaps: SourceGaps | None = None  # the mirror's gaps in the window (kmirror.audit.gaps)
 
 
 def exit_code(report: Mapping[str, object]) -> int:
-    """0 complete; 1 when records are missing or duplicated (unexpected target records are reported
-    but do not fail the audit: other producers may write to the target)."""
+    """0 complete; 1 when records are missing or duplicated, or were lost on the source before the mirror
+    copied them (a source gap: the target lacks them too); unexpected target records are reported but do
+    not fail the audit (other producers may write to the target)."""
     totals: Mapping[str, int] = report["totals"]  # type: ignore[assignment]
-    return EXIT_DIFFERENT if totals["missing"] or totals["duplicated"] else EXIT_COMPLETE
+    bad = totals["missing"] or totals["duplicated"] or totals.get("lost_in_gaps", 0)
+    return EXIT_DIFFERENT if bad else EXIT_COMPLETE
 
 
 def _human_ms(ms: int) -> str:
@@ -97,6 +101,14 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
             row[name] += b[name]  # type: ignore[operator]
         row["buckets"] += 1  # type: ignore[operator]
         row["buckets_differing"] += 0 if b["checksums_match"] else 1  # type: ignore[operator]
+    found = ctx.source_gaps or SourceGaps(None)
+    gaps = [gap_row(g) for g in found.gaps]
+    for g in found.gaps:
+        row = topics.setdefault(g.topic, _zero(g.topic))
+        if g.lost:
+            row["lost_in_gaps"] += g.last - g.first + 1  # type: ignore[operator]
+    if found.error is not None:
+        warnings.append(f"source gaps {found.as_dict()['status']}")
     totals = _zero(None)
     del totals["topic"]
     for row in topics.values():
@@ -144,6 +156,8 @@ def build(ctx: Context, phase1: Phase1, diffs: Differences) -> dict[str, object]
         **listed,
         "truncated": truncated,
         "remirror": remirror,
+        "gaps": gaps,
+        "source_gaps": found.as_dict(),
         "warnings": warnings,
         "timings_s": {k: round(v, 3) for k, v in ctx.timings.items()},
         "spark": dict(ctx.spark),
@@ -210,6 +224,27 @@ def next_steps(report: Mapping[str, object], diffs: Differences) -> list[str]:
             f"(kmirror@{src}) for send errors, restarts and rebalances since the first missing record "
             f"({_span_of(diffs.missing_records)}); docs/health.md, 'After an incomplete audit'."
         )
+    gaps = cast(Sequence[Mapping[str, object]], report.get("gaps", []))
+    lost = [g for g in gaps if g["lost"]]
+    if lost:
+        shown = "; ".join(
+            f"{g['topic']}/{g['partition']} offsets {g['first']}-{g['last']} ({g['records']:,} records, "
+            f"met at {g['at']})"
+            for g in lost[:5]
+        )
+        more = f"; and {len(lost) - 5:,} more (report.json, 'gaps')" if len(lost) > 5 else ""
+        steps.append(
+            f"Lost on source {src} before the mirror copied them (source gaps, not missing on the target): "
+            f"{shown}{more}. They are on neither cluster: nothing to re-mirror; produce them again "
+            "upstream if you can, and find why the mirror fell behind retention "
+            "(docs/runbooks/source-gap.md)."
+        )
+    if len(lost) < len(gaps):
+        steps.append(
+            f"{len(gaps) - len(lost):,} source gap(s) of records no longer on source {src} that the mirror "
+            "had copied before (a truncated partition or a recreated topic): not lost; records mirrored "
+            "again from the log start may be duplicated (docs/runbooks/source-gap.md)."
+        )
     if t["duplicated"]:
         steps.append(
             f"{t['duplicated']:,} extra copies on target {tgt} ({_span_of(diffs.duplicated_records)}): "
@@ -245,6 +280,7 @@ def _zero(topic: str | None) -> dict[str, object]:
         **dict.fromkeys(_COUNTS, 0),
         "buckets": 0,
         "buckets_differing": 0,
+        "lost_in_gaps": 0,
     }
 
 
@@ -257,6 +293,11 @@ def summary(report: Mapping[str, object]) -> str:
         f"{t['unexpected']:,} unexpected",
         f"{t['in_flight']:,} in flight",
     ]
+    gaps = cast(Sequence[object], report.get("gaps", []))
+    if gaps:
+        parts.append(
+            f"{t.get('lost_in_gaps', 0):,} lost on the source before mirroring ({len(gaps):,} source gap(s))"
+        )
     ntopics = len(report["topics"])  # type: ignore[arg-type]
     return (
         f"{head}: {', '.join(parts)}; {t['source_records']:,} source and {t['target_records']:,} target "
@@ -465,6 +506,28 @@ def _in_flight_table(report: Mapping[str, object]) -> str:
     )
 
 
+def _gaps_table(report: Mapping[str, object]) -> str:
+    """The mirror's source gaps in the window (kmirror.audit.gaps): not missing records."""
+    gaps = cast(Sequence[Mapping[str, object]], report.get("gaps", []))
+    if not gaps:
+        return ""
+    rows = "".join(
+        f'<tr><td class="l">{_e(g["topic"])}</td><td>{g["partition"]}</td><td>{g["first"]}</td>'
+        f'<td>{g["last"]}</td><td>{g["records"]:,}</td><td class="l">{_e(g["kind"])}</td>'
+        f'<td class="l">{_e(g["at"])}</td></tr>'
+        for g in gaps
+    )
+    return (
+        f'<h2 id="gaps">Gaps in the source ({len(gaps):,})</h2>'
+        '<p class="muted">Ranges the mirror could not copy because the source no longer had them, as it '
+        "recorded them on the target: <i>lost</i> records were purged before they were copied and are on "
+        "neither cluster (not counted as missing); docs/runbooks/source-gap.md.</p>"
+        '<table class="gaps"><tr><th class="l">topic</th><th>partition</th><th>first offset</th>'
+        '<th>last offset</th><th>records</th><th class="l">kind</th><th class="l">met at</th></tr>'
+        f"{rows}</table>"
+    )
+
+
 def _excluded(report: Mapping[str, object]) -> str:
     ex = report.get("exclude_regex")
     return f" except <code>{_e(ex)}</code>" if ex else ""
@@ -491,6 +554,11 @@ def render_html(report: Mapping[str, object]) -> str:
             else ""
         )
         cards.append(f'<div class="card {cls}"><b>{t[name]:,}</b>{label}</div>')
+    if report.get("gaps"):
+        cls = "alert" if t.get("lost_in_gaps") else ""
+        cards.append(
+            f'<div class="card {cls}"><b>{t.get("lost_in_gaps", 0):,}</b>lost before mirroring</div>'
+        )
     by_topic: dict[str, list[Mapping[str, object]]] = defaultdict(list)
     for b in report["buckets"]:  # type: ignore[attr-defined]
         by_topic[b["topic"]].append(b)
@@ -498,7 +566,7 @@ def render_html(report: Mapping[str, object]) -> str:
     charts = []
     for row in report["topics"]:  # type: ignore[attr-defined]
         name = row["topic"]
-        bad = row["missing"] or row["duplicated"]
+        bad = row["missing"] or row["duplicated"] or row.get("lost_in_gaps")
         topic_rows.append(
             f'<tr><td class="l">{_e(name)}</td><td>{row["source_records"]:,}</td>'
             f"<td>{row['target_records']:,}</td>"
@@ -546,6 +614,7 @@ buckets of {_e(w["bucket"])}; records after {_e(w["in_flight_from"])} count as i
 {_records_table("Missing records (source partition and offset)", report["missing_records"])}
 {_records_table("Duplicated records (extra copies: target partition, offset)", report["duplicated_records"])}
 {_records_table("Unexpected records (target partition and offset)", report["unexpected_records"])}
+{_gaps_table(report)}
 {_in_flight_table(report)}
 </body></html>
 """
