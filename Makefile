@@ -61,6 +61,7 @@ lint: install ## ruff on all Python, mypy on the worker package; the generated d
 		|| { echo "docs/safe-defaults.md is stale: run make docs"; exit 1; }
 	$(BIN)/python roles/kmirror_config/files/cluster_definition.py --check
 	$(BIN)/python roles/kmirror_acls/files/acl_table.py --check
+	$(BIN)/python tools/role_readme.py --check
 
 # Two pytest-xdist workers, one test file each at a time: the long restart loops and the target outage mostly
 # wait, so they overlap. The test files that boot hosts hold a lock for their guests' lifetime
@@ -85,10 +86,11 @@ test: install ansible-install terraform-install lint lint-ansible wheelhouse ## 
 cluster-definition: install ## regenerate the cluster options of the argument specs and Terraform's checks from cluster_definition.yml
 	$(BIN)/python roles/kmirror_config/files/cluster_definition.py
 
-docs: install ## regenerate the generated docs (config key table, safe defaults, the ACL table of deployment.md)
+docs: install ## regenerate the generated docs (config key table, safe defaults, the ACL table of deployment.md, the roles' READMEs)
 	$(BIN)/python -m kmirror config-keys --markdown > docs/config-translation.md
 	$(BIN)/python -m kmirror defaults --markdown > docs/safe-defaults.md
 	$(BIN)/python roles/kmirror_acls/files/acl_table.py
+	$(BIN)/python tools/role_readme.py
 
 # The benchmarks run on Apache Kafka 4.3 clusters (kafka-install) and take the bench lock: one at a time.
 BENCH = flock /tmp/kmirror-bench.lock $(BIN)/python
