@@ -58,6 +58,13 @@ def end_offsets(cluster: KafkaCluster, topic: str, partitions: int) -> int:
     return sum(ends(cluster, topic, partitions))
 
 
+def stable_members(cluster: KafkaCluster, group: str) -> int:
+    """How many members the group has once it is stable (0 while it rebalances)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+    return len(described.members or []) if described.state.name == "STABLE" else 0
+
+
 def seq(r: Rec) -> tuple[int, int]:
     """(source partition, source offset) of a LiveTraffic record: its value is b"topic:p:i" and record i of
     a fresh topic's partition p is at offset i (one idempotent producer, nothing else writes)."""
@@ -91,6 +98,9 @@ def test_mirrormaker1_replaced_under_live_traffic(
     )
     with LiveTraffic(source, TOPIC, PARTITIONS, rate_per_s=300) as traffic, mm1:
         wait_until(lambda: end_offsets(target, TOPIC, PARTITIONS) >= 300, 240, "MirrorMaker 1 copying")
+        # Both of its streams in the group and the group's protocol chosen (under load the second stream
+        # can still be joining when the first copies).
+        wait_until(lambda: stable_members(source, "mirror") == 2, 120, "MirrorMaker 1's group stable")
 
         # check-config takes MirrorMaker 1's files as they are.
         check = subprocess.run(
