@@ -52,9 +52,10 @@ demo: install $(ANSIBLE_STAMP) $(TERRAFORM_STAMP) ## deploy onto local hosts (Te
 demo-local: install ## the same mirror with kmirror run on this machine, no hosts
 	$(BIN)/python demo/local.py
 
-lint: install ## ruff on all Python, mypy on the worker package; the generated docs are current
+lint: install ## ruff on all Python, mypy and the import layers (lint-imports) on the worker package; the generated docs are current
 	$(BIN)/ruff check worker demo bench molecule tools tests roles terraform/bin
 	$(BIN)/mypy --config-file worker/pyproject.toml worker/src/kmirror
+	$(BIN)/lint-imports --config worker/pyproject.toml --no-cache --no-logo
 	$(BIN)/python -m kmirror config-keys --markdown | diff -u docs/config-translation.md - \
 		|| { echo "docs/config-translation.md is stale: run make docs"; exit 1; }
 	$(BIN)/python -m kmirror defaults --markdown | diff -u docs/safe-defaults.md - \

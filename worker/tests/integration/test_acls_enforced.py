@@ -58,8 +58,8 @@ from mirror_harness import (
 from tls_fixtures import scram_jaas
 
 from kmirror.audit.kafka import AuditError, plan_cluster
+from kmirror.config import connection_settings
 from kmirror.config.filters import TopicFilter
-from kmirror.health.lagcheck import connection_settings
 from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, running
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,6 +8,7 @@ import pytest
 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health
+from kmirror.health.lag import LagError
 from kmirror.health.rules import Sample, Status, Window, evaluate, exit_code, group_status
 
 W = 5
@@ -237,6 +238,6 @@ def test_watch_options_are_checked(capsys):
     top = argparse.ArgumentParser()
     lagcheck.register(top.add_subparsers(dest="command"))
     a = top.parse_args(["lag", "--bootstrap-server", "x:1", "--group", "g", "--watch", "--window", "1"])
-    with pytest.raises(lagcheck.LagError) as err:
+    with pytest.raises(LagError) as err:
         lagcheck.cmd_lag(a)
     assert err.value.exit_code == 3

@@ -17,6 +17,7 @@ from prometheus_client.exposition import generate_latest
 
 from kmirror.config import load_client_config, safety
 from kmirror.errors import ConfigError
+from kmirror.groupoffsets import partitions_to_give
 from kmirror.health import rules as health
 from kmirror.mirror import metrics, runner
 from kmirror.mirror.plan import MirrorOptions, build_plan, unassigned_warn_s
@@ -156,21 +157,21 @@ def build_plan_specs(tmp_path: Path, consumer: str, *, static: bool | None = Non
 
 
 def test_partitions_to_give_while_a_rebalance_does_not_finish():
-    assert "not STABLE" in (health.partitions_to_give("PREPARING_REBALANCE", [], 4) or "")
-    assert "not STABLE" in (health.partitions_to_give("UNKNOWN", [], 4) or "")
-    assert "not STABLE" in (health.partitions_to_give("EMPTY", [], 4) or "")
+    assert "not STABLE" in (partitions_to_give("PREPARING_REBALANCE", [], 4) or "")
+    assert "not STABLE" in (partitions_to_give("UNKNOWN", [], 4) or "")
+    assert "not STABLE" in (partitions_to_give("EMPTY", [], 4) or "")
 
 
 def test_partitions_to_give_in_a_stable_group_that_lists_its_members():
     a, b = [("t", 0), ("t", 1)], [("t", 2)]
-    assert health.partitions_to_give("STABLE", [a, b], 4) == "1 of 4 partitions have no owner"
-    assert health.partitions_to_give("STABLE", [a, b], 3) == "a member owns 2 partitions"
+    assert partitions_to_give("STABLE", [a, b], 4) == "1 of 4 partitions have no owner"
+    assert partitions_to_give("STABLE", [a, b], 3) == "a member owns 2 partitions"
     # More members than partitions: an idle member is normal.
-    assert health.partitions_to_give("STABLE", [[("t", 0)], [("t", 1)], []], 2) is None
+    assert partitions_to_give("STABLE", [[("t", 0)], [("t", 1)], []], 2) is None
 
 
 def test_a_stable_group_without_a_member_list_cannot_tell():
-    assert health.partitions_to_give("STABLE", [], 4) is None
+    assert partitions_to_give("STABLE", [], 4) is None
 
 
 def test_unowned_partitions():

@@ -1,4 +1,4 @@
-"""Offset translation (kmirror.failover.offsetsync, kmirror.failover.command.build_rows): pure logic.
+"""Offset translation (kmirror.failover.offsetsync, kmirror.failover.offsetsync.build_rows): pure logic.
 
 The central property is checked against a model of a mirrored partition: source offsets with gaps
 (compaction, transaction markers), other writers on the target, crashes that re-write records since the
@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from kmirror.errors import ConfigError
-from kmirror.failover.command import build_rows
 from kmirror.failover.offsetsync import (
     LATEST_SLOT,
     Checkpoint,
     SyncData,
     SyncPoint,
     SyncStore,
+    build_rows,
     checkpoint_record,
     is_internal_group,
     parse_record,

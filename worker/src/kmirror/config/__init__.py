@@ -7,7 +7,7 @@ the whole pipeline for one file. The facts each step applies live in one module 
 """
 
 from kmirror.config.client import ClientConfig, admin_settings, client_conf
-from kmirror.config.load import load_client_config
+from kmirror.config.load import connection_settings, load_client_config
 from kmirror.config.secrets import MASK, is_secret, masked
 from kmirror.config.translate import translate
 from kmirror.config.validate import finish, validate_with_librdkafka
@@ -17,6 +17,7 @@ __all__ = [
     "ClientConfig",
     "admin_settings",
     "client_conf",
+    "connection_settings",
     "finish",
     "is_secret",
     "load_client_config",

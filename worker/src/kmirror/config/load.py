@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 
 from kmirror.config import translation
-from kmirror.config.client import ClientConfig
+from kmirror.config.client import ClientConfig, admin_settings
 from kmirror.config.properties import load_properties
 from kmirror.config.safety import Role
 from kmirror.config.translate import translate
@@ -68,3 +68,15 @@ def load_client_config(
     else:
         problems.found.extend(found.found)
     return cfg
+
+
+def connection_settings(path: str | os.PathLike[str], bootstrap: str | None = None) -> dict[str, str]:
+    """The connection and security settings of a properties file: a consumer or producer file of the
+    mirror, or a `--command-config` file (security settings only), through the same pipeline as
+    `kmirror run` (:func:`kmirror.config.load_client_config`, unsafe values allowed: nothing is mirrored
+    with them); `bootstrap` (from the command line) wins over the file's."""
+    fallback = {"bootstrap.servers": bootstrap} if bootstrap else None
+    settings = admin_settings(load_client_config(path, None, allow_unsafe=True, fallback=fallback).settings)
+    if bootstrap:
+        settings["bootstrap.servers"] = bootstrap
+    return settings

@@ -402,3 +402,69 @@ def plan_commits(
 def is_internal_group(group: str, mirror_groups: Iterable[str]) -> bool:
     """Groups never synced: the mirrors' own groups and internal ones (``__*``)."""
     return group in set(mirror_groups) or group.startswith("__")
+
+
+@dataclass(frozen=True)
+class Row:
+    topic: str
+    partition: int
+    source_offset: int  # the group's committed offset on the source (C)
+    source_from: str  # "source" (read now) or "checkpoint" (the last one the mirror wrote)
+    sync_point: int | None  # P of the sync point used (C - P records are read again); None: none yet
+    translated: int | None  # T: the target offset for C; None when there is no sync point at or before C
+    on_target: int  # the group's committed offset on the target now (-1: none)
+    age_s: float | None  # seconds since the checkpoint (source_from checkpoint) or the sync point was taken
+    log_end: int  # the target partition's end offset
+    action: str  # commit, keep (already at or past T), none (no translation)
+
+    @property
+    def committed_after(self) -> int:
+        return self.translated if self.action == "commit" and self.translated is not None else self.on_target
+
+    @property
+    def lag(self) -> int:
+        start = self.committed_after
+        return max(0, self.log_end - start) if start >= 0 else self.log_end
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "lag": self.lag}
+
+
+def build_rows(
+    data: SyncData,
+    group: str,
+    *,
+    source_committed: Mapping[tuple[str, int], int] | None,
+    target_committed: Mapping[tuple[str, int], int],
+    log_ends: Mapping[tuple[str, int], int],
+    now_ms: int,
+) -> list[Row]:
+    """Pure: the failover plan of one group. Offsets come from the live source when given, else from
+    the checkpoints; a translation is the best of every valid lower bound (the sync points at or before
+    the offset, and a checkpoint of an offset at or before it)."""
+    checkpoints: dict[tuple[str, int], Checkpoint] = data.group_checkpoints(group)
+    if source_committed is not None:
+        offsets = {k: (v, "source") for k, v in source_committed.items() if data.store.has(*k)}
+    else:
+        offsets = {k: (cp.source, "checkpoint") for k, cp in checkpoints.items()}
+    rows = []
+    for (topic, partition), (offset, origin) in sorted(offsets.items()):
+        tr = data.store.translate(topic, partition, offset)
+        cp = checkpoints.get((topic, partition))
+        candidates = []
+        if tr is not None:
+            candidates.append((tr.target, tr.sync_source, tr.sync_ms))
+        if cp is not None and cp.source <= offset:
+            candidates.append((cp.target, cp.sync_source, cp.ms))
+        current = target_committed.get((topic, partition), -1)
+        end = log_ends.get((topic, partition), 0)
+        if not candidates:
+            rows.append(Row(topic, partition, offset, origin, None, None, current, None, end, "none"))
+            continue
+        target, sync_point, _ = max(candidates)
+        sync_point = max(c[1] for c in candidates if c[0] == target)
+        taken = cp.ms if origin == "checkpoint" and cp is not None else max(c[2] for c in candidates)
+        age = max(0.0, (now_ms - taken) / 1000)
+        action = "commit" if target > current else "keep"
+        rows.append(Row(topic, partition, offset, origin, sync_point, target, current, age, end, action))
+    return rows

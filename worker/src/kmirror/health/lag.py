@@ -21,10 +21,17 @@ except ImportError:  # confluent-kafka < 2.3 (the GSSAPI client built against De
 from kmirror.authorization import authorization_error, refused
 from kmirror.errors import KmirrorError
 from kmirror.groupoffsets import committed_offsets
+from kmirror.health import rules as health
 
 _LOG = logging.getLogger("kmirror.librdkafka.lag")
 
 NO_OFFSET = -1
+
+
+class LagError(KmirrorError):
+    """The group could not be read; `kmirror lag` exits 3 (UNKNOWN)."""
+
+    exit_code = health.EXIT_UNKNOWN
 
 
 @dataclass(frozen=True)

@@ -21,42 +21,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient
+
 from kmirror.commandline import Parser, add_command, run_alone, seconds
-from kmirror.config import admin_settings, load_client_config
+from kmirror.config import connection_settings, load_client_config
 from kmirror.errors import Command, KmirrorError, one_line
+from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, true_ends
+from kmirror.failover.offsetsync import build_rows
+from kmirror.groupoffsets import committed_offsets
 from kmirror.health import lag
 from kmirror.health import rules as health
+from kmirror.health.lag import LagError, PartitionLag
 
 # ConsumerOffsetChecker's own line format.
 ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
 HEADER = ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner")
 # Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
 _LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
-
-
-class LagError(KmirrorError):
-    """The group could not be read; `kmirror lag` exits 3 (UNKNOWN)."""
-
-    exit_code = health.EXIT_UNKNOWN
-
-
-def connection_settings(path: str | os.PathLike[str], bootstrap: str | None = None) -> dict[str, str]:
-    """The connection and security settings of a properties file: a consumer or producer file of the
-    mirror, or a `--command-config` file (security settings only), through the same pipeline as
-    `kmirror run` (:func:`kmirror.config.load_client_config`, unsafe values allowed: nothing is mirrored
-    with them); `bootstrap` (from the command line) wins over the file's."""
-    fallback = {"bootstrap.servers": bootstrap} if bootstrap else None
-    settings = admin_settings(load_client_config(path, None, allow_unsafe=True, fallback=fallback).settings)
-    if bootstrap:
-        settings["bootstrap.servers"] = bootstrap
-    return settings
 
 
 # ---------------------------------------------------------------------------------------- sampling
@@ -257,12 +245,46 @@ def _topics(a: argparse.Namespace) -> list[str] | None:
     return [t.strip() for t in a.topics.split(",") if t.strip()]
 
 
+def translated_lag(
+    target_conf: Mapping[str, str], mirror_file: str, group: str, topics: list[str] | None, timeout: float
+) -> list[PartitionLag]:
+    """`kmirror lag --translated-from F`: the group's translated position on the target, from the
+    mirror's checkpoints, as ConsumerOffsetChecker rows (Offset = the translated offset, or the group's
+    committed offset on the target when that is further)."""
+    mirror = load_client_config(mirror_file, "consumer", allow_unsafe=True).settings["group.id"]
+    try:
+        data = read_sync_data(target_conf, mirror, timeout)
+        admin = AdminClient({**dict(target_conf), "logger": quiet})
+        on_target = committed_offsets(admin, group, timeout)
+        parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
+        probe = Consumer(probe_conf(target_conf), logger=quiet)
+        try:
+            ends = true_ends(admin, probe, sorted(parts), timeout)
+        finally:
+            probe.close()
+    except KafkaException as exc:
+        raise LagError(f"target cluster: {exc.args[0].str()}") from None
+    rows = [
+        r
+        for r in build_rows(
+            data, group, source_committed=None, target_committed=on_target, log_ends=ends, now_ms=0
+        )
+        if topics is None or r.topic in topics
+    ]
+    if not rows:
+        raise LagError(f"mirror {mirror!r} has no checkpoint of group {group!r} on this cluster")
+    return [
+        PartitionLag(
+            group, r.topic, r.partition, r.committed_after, r.log_end, r.lag, f"translated:{r.action}"
+        )
+        for r in rows
+    ]
+
+
 def cmd_lag(a: argparse.Namespace) -> int:
     conf = _settings(a)
     topics = _topics(a)
     if a.translated_from:
-        from kmirror.failover.command import translated_lag
-
         rows = translated_lag(conf, a.translated_from, a.group, topics, a.timeout)
         print(json.dumps([r.as_dict() for r in rows], indent=2) if a.json else table(rows))
         return 0

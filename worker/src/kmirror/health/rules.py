@@ -196,30 +196,6 @@ def _row(s: Sample) -> tuple[float, int, int, int, bool]:
 
 # ---------------------------------------------------------------------------------------- ownership
 
-STABLE = "STABLE"
-
-
-def partitions_to_give(state: str, owned: Sequence[Sequence[Key]], total: int) -> str | None:
-    """Why a group that leaves a member without partitions has some to give it, or None when it has not
-    (or the broker does not say). `state` is the group state's name, `owned` every listed member's
-    partitions, `total` the partitions of the subscribed topics.
-
-    A group that is not STABLE is still rebalancing (or has no live member at all): whoever waits for
-    partitions waits for that rebalance. A STABLE group that lists its members has partitions to give
-    when some have no owner, or when a member owns two or more (a balanced assignor gives an idle member
-    one of them). A STABLE group whose broker lists no members cannot tell: None."""
-    if state != STABLE:
-        return f"group state {state}, not STABLE: a rebalance has not finished"
-    if not owned:
-        return None
-    taken = {tp for member in owned for tp in member}
-    if len(taken) < total:
-        return f"{total - len(taken)} of {total} partitions have no owner"
-    most = max(len(member) for member in owned)
-    if most >= 2:
-        return f"a member owns {most} partitions"
-    return None
-
 
 def unowned(state: str, members_listed: bool, owners: Mapping[Key, str]) -> list[Key]:
     """The partitions no member of the group owns: those without an owner when the broker lists the

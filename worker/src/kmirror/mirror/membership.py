@@ -12,7 +12,7 @@ from confluent_kafka import (
 )
 
 from kmirror.errors import KmirrorError
-from kmirror.health import rules as health
+from kmirror.groupoffsets import partitions_to_give
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
@@ -125,7 +125,7 @@ class GroupMembership(StreamState):
             [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
             for m in described.members or []
         ]
-        why = health.partitions_to_give(described.state.name, owned, total) if total else None
+        why = partitions_to_give(described.state.name, owned, total) if total else None
         if why is None:
             return
         self._stuck_warned = True
