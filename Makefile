@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 
 .PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-outage \
-	bench-restarts bench-peers clean cluster-definition
+	bench-restarts bench-peers bench-behaviour clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
 help: ## this list: every target with one line
@@ -107,6 +107,9 @@ bench-outage: install ## memory of a stream during a target outage -> docs/bench
 
 bench-peers: install ## kmirror vs MirrorMaker 1 (3.9) and MirrorMaker 2 (4.3) on the same clusters -> docs/benchmarks.md
 	$(BENCH) bench/peers.py --write docs/benchmarks.md
+
+bench-behaviour: install ## kill -9 and a target outage: kmirror vs MirrorMaker 1 and 2, records missing/duplicated -> docs/benchmarks.md
+	$(BENCH) bench/behaviour.py --write docs/benchmarks.md
 
 bench-restarts: install ## clean restart: streams leave one at a time, all at once, static -> docs/benchmarks.md
 	$(BENCH) bench/restarts.py --write docs/benchmarks.md

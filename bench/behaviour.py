@@ -1,0 +1,478 @@
+"""Behaviour side by side with MirrorMaker 1 and MirrorMaker 2: a crash of the mirror, and a target outage.
+
+The contenders and their settings are bench/peers.py's (MirrorMaker 1 from the 3.9 jars with the reference
+documents' data-loss-safe settings, `--abort.on.send.failure true`; MirrorMaker 2, connect-mirror 4.3,
+dedicated mode, IdentityReplicationPolicy, heartbeats and checkpoints on; kmirror with its defaults), each
+with 2 streams/tasks and a commit (MirrorMaker 2: offset flush) every `--commit-ms`; MirrorMaker 1 and
+kmirror with the same group settings (session.timeout.ms=6000, heartbeat.interval.ms=1000,
+auto.offset.reset=earliest). Every run has a fresh one-node source and target cluster (Apache Kafka 4.3,
+`BENCH_JVM`), the topic created on both with 6 partitions. While the mirror runs, one idempotent producer
+writes `--rate` unique records per second to the source (100 B, the value starts with the record's
+sequence number; round robin over the partitions), and a reader follows the whole target topic from its
+beginning, noting when each sequence number first arrived and how many times.
+
+* kill: once the mirror has copied for `--copy-before` seconds, its process group gets SIGKILL; it is
+  started again at once with the same configuration.
+* outage: once the mirror has copied for `--copy-before` seconds, the target's broker is stopped (SIGTERM,
+  a controlled shutdown), left down `--outage` seconds and started again on its ports and data. A mirror
+  that exited meanwhile is reported as exited and started again (as its service manager would).
+
+The producer goes on for `--tail` seconds after the restart (the target's return), then stops. The run
+ends when every record produced is on the target (or `--catch-up-timeout` passed), plus 5 s for late
+copies; the mirror is then stopped. Per run: missing = records produced and never on the target;
+duplicated = copies beyond the first; catch-up = seconds from the restart (the target's return) until
+every record produced before the kill (before the target returned) is on the target.
+
+    flock /tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py [--scenarios kill outage]
+        [--repeat 2] [--outage 130] [--rate 1000] [--write docs/benchmarks.md] [--from-log LOG ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from peers import CONTENDERS, MM2_DEFAULTS, STREAMS, create_topic
+from sections import kafka_version, machine_note, markers, write_section
+from throughput import GROUP_SETTINGS, QUIET, TOPIC, bench_clusters
+
+from kmirror.testing.kafka import KafkaCluster
+from kmirror.testing.mirrormakers import MM1_LINE, MM2_LINE, JavaTool, MirrorMaker1, MirrorMaker2
+from kmirror.testing.mirrors import mirror_files, run_command
+
+NAME = "behaviour"
+PARTITIONS = 6
+RECORD_BYTES = 100
+SETTLE_S = 5.0
+RUN_PREFIX = "RUN "
+
+
+# ------------------------------------------------------------------------------------ traffic
+
+
+class SteadyProducer(threading.Thread):
+    """Unique records at a steady rate to the source until stopped; the send time of each."""
+
+    def __init__(self, source: str, rate: int) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer(
+            {"bootstrap.servers": source, "acks": "all", "enable.idempotence": True, "linger.ms": 5},
+            logger=QUIET,
+        )
+        self.rate = rate
+        self.sent_at: list[float] = []  # index = sequence number
+        self.failed: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        pad = b"x" * (RECORD_BYTES - 10)
+
+        def delivered(err: object, _msg: object) -> None:
+            if err is not None:
+                self.failed.append(str(err))
+
+        while not self.stopping.is_set():
+            due = int((time.monotonic() - t0) * self.rate)
+            while len(self.sent_at) < due:
+                seq = len(self.sent_at)
+                try:
+                    self.producer.produce(
+                        TOPIC, b"%010d" % seq + pad, b"k%d" % seq, seq % PARTITIONS, on_delivery=delivered
+                    )
+                except BufferError:
+                    break
+                self.sent_at.append(time.monotonic())
+            self.producer.poll(0.01)
+
+    def stop(self) -> int:
+        """Stop producing; every record acknowledged by the source; how many were sent."""
+        self.stopping.set()
+        self.join(30)
+        left = self.producer.flush(60)
+        if left or self.failed:
+            raise SystemExit(f"the source did not take every record: {left} left, {self.failed[:3]}")
+        return len(self.sent_at)
+
+    def sent_before(self, t: float) -> int:
+        """How many records were sent before monotonic time t (they are sent in sequence order)."""
+        return sum(1 for s in list(self.sent_at) if s < t)
+
+
+class TargetReader(threading.Thread):
+    """Follows every partition of the target topic from its beginning: when each sequence number first
+    arrived, and how many copies of it there are."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {"bootstrap.servers": target, "group.id": "bench-behaviour-reader", "enable.auto.commit": False},
+            logger=QUIET,
+        )
+        self.consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        self.first_seen: dict[int, float] = {}
+        self.copies: dict[int, int] = {}
+        self.position: dict[int, int] = {}
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            with self.lock:
+                msgs = self.consumer.consume(1000, 0.2)
+            now = time.monotonic()
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                seq = int((m.value() or b"")[:10])
+                self.copies[seq] = self.copies.get(seq, 0) + 1
+                self.first_seen.setdefault(seq, now)
+                self.position[m.partition()] = m.offset() + 1
+
+    def have_all(self, n: int) -> bool:
+        return len(self.first_seen) >= n and all(s in self.first_seen for s in range(n))
+
+    def caught_up_with_target(self) -> bool:
+        """Whether the reader has read up to the target's end offsets."""
+        with self.lock:
+            for p in range(PARTITIONS):
+                try:
+                    end = self.consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+                except KafkaException:
+                    return False
+                if self.position.get(p, 0) < end:
+                    return False
+        return True
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        self.consumer.close()
+
+
+# ------------------------------------------------------------------------------------ mirrors
+
+
+class Kmirror:
+    """`kmirror run` in its own session, started again with the same command line."""
+
+    def __init__(self, workdir: Path, source: str, target: str, group: str, commit_ms: int) -> None:
+        cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
+        self.cmd = run_command(cfile, pfile, TOPIC, "--num.streams", str(STREAMS),
+                               "--offset.commit.interval.ms", str(commit_ms),
+                               "--stats.interval.ms", "10000")  # fmt: skip
+        self.log_path = workdir / f"{group}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Kmirror:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 60) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Tool:
+    """A MirrorMaker (kmirror.testing.mirrormakers) behind the same four calls."""
+
+    def __init__(self, tool: JavaTool) -> None:
+        self.tool = tool
+
+    def start(self) -> Tool:
+        self.tool.start()
+        return self
+
+    def alive(self) -> bool:
+        return self.tool.alive()
+
+    def returncode(self) -> int | None:
+        return None if self.tool.proc is None else self.tool.proc.poll()
+
+    def kill(self) -> None:
+        self.tool.kill()  # SIGKILL to its process group
+
+    def stop(self, timeout: float = 60) -> None:
+        self.tool.stop(timeout)
+
+
+Mirror = Kmirror | Tool
+
+
+def make_mirror(name: str, workdir: Path, *, source: str, target: str, group: str, commit_ms: int) -> Mirror:
+    if name == "kmirror":
+        return Kmirror(workdir, source, target, group, commit_ms)
+    if name == "MirrorMaker 1":
+        return Tool(
+            MirrorMaker1(workdir / group, source, target, TOPIC, group, num_streams=STREAMS,
+                         commit_interval_ms=commit_ms, consumer=GROUP_SETTINGS)
+        )  # fmt: skip
+    extra = {**MM2_DEFAULTS, "offset.flush.interval.ms": str(commit_ms)}
+    return Tool(MirrorMaker2(workdir / group, source, target, TOPIC, tasks_max=STREAMS, extra=extra))
+
+
+# ------------------------------------------------------------------------------------ one run
+
+
+@dataclass
+class Run:
+    scenario: str
+    contender: str
+    attempt: int
+    produced: int
+    missing: int
+    duplicated: int
+    catch_up_s: float | None  # None: not every record of the backlog arrived within the timeout
+    backlog: int  # records produced before the kill / before the target returned
+    on_target_at_fault: int  # distinct records on the target when the fault began
+    process: str  # "survived", or "exited (code N) after X s of the outage; restarted"
+    load: float  # 1-minute load average as the run started
+
+
+def wait(cond: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def one_run(name: str, scenario: str, attempt: int, a: argparse.Namespace, workdir: Path) -> Run:
+    load = os.getloadavg()[0]
+    tag = f"{scenario}-{CONTENDERS.index(name)}-{attempt}"
+    with bench_clusters(f"source-{tag}", f"target-{tag}", workdir=workdir) as cs:
+        src, tgt = cs[f"source-{tag}"], cs[f"target-{tag}"]
+        create_topic(src, PARTITIONS)
+        create_topic(tgt, PARTITIONS)
+        mirror = make_mirror(
+            name, workdir / tag, source=src.bootstrap, target=tgt.bootstrap, group=f"behaviour-{tag}",
+            commit_ms=a.commit_ms,
+        )  # fmt: skip
+        producer = SteadyProducer(src.bootstrap, a.rate)
+        reader = TargetReader(tgt.bootstrap)
+        producer.start()
+        reader.start()
+        try:
+            return fault_and_count(
+                name, scenario=scenario, attempt=attempt, a=a, mirror=mirror, producer=producer,
+                reader=reader, tgt=tgt, load=load,
+            )  # fmt: skip
+        finally:
+            mirror.stop(60)
+            mirror.kill()
+            reader.close()
+            if producer.is_alive():
+                producer.stopping.set()
+                producer.join(30)
+
+
+def fault_and_count(
+    name: str,
+    *,
+    scenario: str,
+    attempt: int,
+    a: argparse.Namespace,
+    mirror: Mirror,
+    producer: SteadyProducer,
+    reader: TargetReader,
+    tgt: KafkaCluster,
+    load: float,
+) -> Run:
+    mirror.start()
+    wait(lambda: reader.first_seen or not mirror.alive(), a.start_timeout, f"{name}: a first record copied")
+    if not mirror.alive():
+        raise SystemExit(f"{name} exited ({mirror.returncode()}) before copying")
+    time.sleep(a.copy_before)  # the scenario: the mirror copies for this long before the fault
+    at_fault = len(reader.first_seen)
+    process = "survived"
+    if scenario == "kill":
+        mirror.kill()
+        resumed = time.monotonic()
+        mirror.start()
+    else:
+        tgt.kill_node(1, signal.SIGTERM)
+        down = time.monotonic()
+        exited_at: float | None = None
+        while time.monotonic() < down + a.outage:  # the outage lasts this long
+            if exited_at is None and not mirror.alive():
+                exited_at = time.monotonic()
+            time.sleep(0.5)
+        tgt.start_node(1, timeout=300)
+        resumed = time.monotonic()
+        if exited_at is not None or not mirror.alive():
+            process = (
+                f"exited (code {mirror.returncode()}) "
+                f"{(exited_at or resumed) - down:.0f} s into the outage; restarted"
+            )
+            mirror.start()
+    backlog = producer.sent_before(resumed)
+    time.sleep(a.tail)  # traffic goes on this long after the restart / the target's return
+    produced = producer.stop()
+    deadline = resumed + a.catch_up_timeout
+    while not reader.have_all(produced) and time.monotonic() < deadline:
+        if not mirror.alive() and "exited" not in process:
+            process = f"exited (code {mirror.returncode()}) after the target returned; not restarted"
+        time.sleep(0.2)
+    time.sleep(SETTLE_S)
+    with contextlib.suppress(SystemExit):
+        wait(reader.caught_up_with_target, 60, "the reader at the target's end")
+    if not mirror.alive() and process == "survived":
+        process = f"exited (code {mirror.returncode()}) after the target returned; not restarted"
+    times = [reader.first_seen.get(s) for s in range(backlog)]
+    catch_up = None if None in times else max(t for t in times if t is not None) - resumed
+    return Run(
+        scenario,
+        name,
+        attempt,
+        produced,
+        missing=sum(1 for s in range(produced) if s not in reader.copies),
+        duplicated=sum(c - 1 for c in reader.copies.values()),
+        catch_up_s=None if catch_up is None else max(catch_up, 0.0),
+        backlog=backlog,
+        on_target_at_fault=at_fault,
+        process=process,
+        load=load,
+    )
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def describe(r: Run) -> str:
+    catch = f"{r.catch_up_s:.1f} s" if r.catch_up_s is not None else "not caught up"
+    return (
+        f"{r.scenario:7} {r.contender:14} #{r.attempt}: {r.produced} produced, {r.missing} missing, "
+        f"{r.duplicated} duplicated, catch-up {catch}, {r.process} (load {r.load:.1f})"
+    )
+
+
+def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
+    begin, end = markers(NAME)
+    lines = [
+        begin,
+        "## Behaviour side by side with MirrorMaker 1 and MirrorMaker 2: a crash and a target outage",
+        "",
+        machine_note(),
+        f"MirrorMaker 1 from Apache Kafka {kafka_version(MM1_LINE)} (`kafka.tools.MirrorMaker`, the "
+        "reference documents' data-loss-safe settings: acks=all, retries=2147483647, "
+        "max.in.flight.requests.per.connection=1, enable.auto.commit=false, max.block.ms at max, "
+        "`--abort.on.send.failure true`, which makes it exit when a send fails: its documented behaviour); "
+        f"MirrorMaker 2 from Apache Kafka {kafka_version(MM2_LINE)} in dedicated mode "
+        "(IdentityReplicationPolicy, heartbeats and checkpoints on, otherwise its defaults); kmirror with "
+        f"its defaults. Each with {STREAMS} streams/tasks and a commit (MirrorMaker 2: "
+        "`offset.flush.interval.ms`) "
+        f"every {a.commit_ms} ms; MirrorMaker 1 and kmirror with session.timeout.ms=6000. A fresh one-node "
+        f"source and target cluster per run, topic of {PARTITIONS} partitions on both; {a.rate} unique "
+        f"records/s of {RECORD_BYTES} B produced to the source (idempotent, acks=all) all the while; a "
+        "reader follows the whole target topic. **kill**: after the mirror has copied for "
+        f"{a.copy_before:.0f} s, kill -9 of its process group, started again at once with the same "
+        f"configuration. **outage**: after {a.copy_before:.0f} s of copying, the target's broker is stopped "
+        f"for {a.outage:.0f} s (SIGTERM; the issue asks for 5 minutes, this is shorter but longer than the "
+        "Java producer's default delivery.timeout.ms of 120 s), then started again; a mirror that exited is "
+        f"started again. Traffic goes on {a.tail:.0f} s after the restart / the target's return. "
+        "Missing = records produced and never on the target; duplicated = copies beyond the first; catch-up "
+        "= seconds from the restart (kill) or the target's return (outage) until every record produced "
+        f"before it is on the target (the run waits up to {a.catch_up_timeout:.0f} s). Every run is listed; "
+        "the contenders were interleaved (MM1, MM2, kmirror, MM1, ...).",
+        "",
+        "| scenario | contender | run | records produced | missing | duplicated | catch-up, s | process | "
+        "load |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        catch = f"{r.catch_up_s:.1f}" if r.catch_up_s is not None else f"not within {a.catch_up_timeout:.0f}"
+        lines.append(
+            f"| {r.scenario} | {r.contender} | {r.attempt + 1} | {r.produced:,} | {r.missing:,} | "
+            f"{r.duplicated:,} | {catch} | {r.process} | {r.load:.1f} |"
+        )
+    lines += [
+        "",
+        f"Reproduce: `make bench-behaviour` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
+        f"bench/behaviour.py {options} --write docs/benchmarks.md`).",
+        end,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", nargs="+", choices=["kill", "outage"], default=["kill", "outage"])
+    ap.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
+    ap.add_argument("--repeat", type=int, default=2, help="runs per scenario and contender, interleaved")
+    ap.add_argument("--rate", type=int, default=1000, help="records per second produced to the source")
+    ap.add_argument("--copy-before", type=float, default=10.0, help="seconds of copying before the fault")
+    ap.add_argument("--outage", type=float, default=130.0, help="seconds the target is down")
+    ap.add_argument("--tail", type=float, default=10.0, help="seconds of traffic after the restart")
+    ap.add_argument("--commit-ms", type=int, default=500)
+    ap.add_argument("--start-timeout", type=float, default=180.0)
+    ap.add_argument("--catch-up-timeout", type=float, default=240.0)
+    ap.add_argument("--write", type=Path, help="replace the behaviour section of this markdown file")
+    ap.add_argument("--workdir", type=Path, help="keep the logs of clusters and mirrors here (default: a "
+                    "temporary directory, removed)")  # fmt: skip
+    ap.add_argument("--from-log", type=Path, nargs="+", help="render the RUN lines of earlier runs' output")
+    a = ap.parse_args()
+    runs: list[Run] = []
+    if a.from_log:
+        for log in a.from_log:
+            runs += [
+                Run(**json.loads(line.removeprefix(RUN_PREFIX)))
+                for line in log.read_text().splitlines()
+                if line.startswith(RUN_PREFIX)
+            ]
+        runs.sort(
+            key=lambda r: (["kill", "outage"].index(r.scenario), r.attempt, CONTENDERS.index(r.contender))
+        )
+    else:
+        with tempfile.TemporaryDirectory(prefix="kmirror-bench-behaviour-") as tmp:
+            workdir = a.workdir or Path(tmp)
+            for scenario in a.scenarios:
+                for attempt in range(a.repeat):
+                    for name in a.contenders:
+                        r = one_run(name, scenario, attempt, a, workdir)
+                        runs.append(r)
+                        print(describe(r), flush=True)
+                        print(RUN_PREFIX + json.dumps(asdict(r)), flush=True)
+    options = (
+        f"--scenarios {' '.join(a.scenarios)} --repeat {a.repeat} --rate {a.rate} "
+        f"--copy-before {a.copy_before:g} --outage {a.outage:g} --tail {a.tail:g} --commit-ms {a.commit_ms}"
+    )
+    section = report(runs, a, options)
+    print(section)
+    if a.write:
+        write_section(a.write, NAME, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
