@@ -768,3 +768,73 @@ def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, wo
             for part in range(partitions):
                 read = [int(v.split(b":")[2]) for v in got[("backlog", part)]]
                 assert read == list(range(offset, per_partition)), (group, part, read[:3], len(read))
+
+
+def test_a_group_a_million_records_behind_fails_over_exactly(tmp_path, workers):
+    """Issue 24, item 1: a group 1,000,000 records behind the head translates as exactly as one 10 behind.
+    One partition of 1,000,100 records copied in one run (a 30 s commit interval: a few sync points, far
+    apart), the target holding 3 unrelated records first. After the source dies, each group's
+    translated offset on the target holds the copy of exactly its committed source offset: nothing re-read,
+    nothing skipped, however far behind."""
+    behind, topic = 1_000_000, "far"
+    total = behind + 100
+    groups = {"app-far": total - behind, "app-near": total - 10}
+    with clusters("source", "target", log_dir=tmp_path / "brokers") as k:
+        src, tgt = k["source"], k["target"]
+        create_topic(src, topic, 1)
+        create_topic(tgt, topic, 1)
+        unrelated = prefill_unrelated(tgt, topic, 1)
+        p = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 50, "enable.idempotence": True})
+        for i in range(total):
+            p.produce(topic, b"far:0:%d" % i, None, 0)
+            if i % 50_000 == 49_999:
+                p.flush(120)
+        assert p.flush(120) == 0
+        for group, offset in groups.items():
+            commit_group(src, group, {(topic, 0): offset})
+        w = Worker(
+            tmp_path,
+            run_args(
+                consumer_file(tmp_path, src),
+                producer_file(tmp_path, tgt),
+                "--whitelist",
+                topic,
+                "--num.streams",
+                "1",
+                "--groups",
+                "app-.*",
+                "--sync.group.offsets.interval.ms",
+                SYNC_MS,
+                "--offset.commit.interval.ms",
+                "30000",
+            ),
+        )
+        workers.append(w)
+        wait_until(lambda: committed(src, "mirror", topic, 1) == {0: total}, 600, "the partition mirrored")
+
+        def exact(group: str) -> bool:
+            cps = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").group_checkpoints(group)
+            return len(cps) == 1 and all(cp.sync_source == cp.source for cp in cps.values())
+
+        for group in groups:
+            wait_until(lambda g=group: exact(g), 120, f"an exact checkpoint of {group}")
+        kill_source(src)
+        w.kill9()
+        reader = Consumer({"bootstrap.servers": tgt.bootstrap, "group.id": "kmirror-test-far"})
+        try:
+            for group, offset in groups.items():
+                plan = failover(tmp_path, group, "--json", "--apply")
+                assert plan.returncode == 0, plan.stderr
+                (row,) = json.loads(plan.stdout)["partitions"]
+                assert (row["source_offset"], row["translated"], row["sync_point"]) == (
+                    offset,
+                    offset + unrelated,
+                    offset,
+                ), (group, row)
+                # the record at the translated offset is the copy of the group's next source record
+                reader.assign([TopicPartition(topic, 0, row["translated"])])
+                m = reader.poll(30)
+                assert m is not None and m.error() is None and m.value() == b"far:0:%d" % offset, (group, m)
+        finally:
+            reader.close()
+        print(f"1,000,000 behind: {groups} translated exactly (+{unrelated} unrelated records on the target)")
