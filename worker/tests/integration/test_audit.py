@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_tools import EARLIEST, LATEST, committed_data_offsets, log_records, offsets
 from mirror_harness import (
+    KMIRROR,
     Rec,
     Worker,
     committed,
@@ -265,6 +266,8 @@ def test_command_line_end_to_end(kafka, tmp_path):
     rep = json.loads((dated[0] / "report.json").read_text())
     assert located(rep, "missing_records") == missing
     assert (dated[0] / "report.html").read_text().count("<svg") == 2
+    # The mirror's group (group.id) has no sync topic on this target: no gaps, the audit as before.
+    assert rep["source_gaps"]["status"] == "read" and rep["gaps"] == [] and rep["totals"]["lost_in_gaps"] == 0
 
     # Errors: one line, exit 2, before any Spark starts.
     def fails(source, target, topics, *extra):
@@ -492,3 +495,91 @@ def test_progress_on_stderr_spark_quiet_and_a_report_an_operator_can_act_on(kafk
 
 def iso_ms(ms):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def test_a_source_gap_of_the_mirror_is_named_as_lost_before_mirroring_not_missing(kafka, tmp_path, workers):
+    """A mirror run with --groups, stopped; more records; delete_records past its position on one partition;
+    the mirror restarted meets the gap (its GAP line) and keeps it on the target. `kmirror audit` given the
+    mirror's own files names the gap: partition, offsets, records, lost on the source before mirroring;
+    none of them counts as missing on the target, and the audit fails (exit 1: the target lacks them)."""
+    src, tgt = kafka["source"], kafka["target"]
+    topic, group = "gapped", "kmirror-east"
+    create_topic(src, topic, 2)
+    conf = tmp_path / "etc" / "east"
+    conf.mkdir(parents=True)
+    args = run_args(
+        consumer_file(conf, src, group),
+        producer_file(conf, tgt),
+        "--whitelist",
+        topic,
+        "--num.streams",
+        "1",
+        "--groups",
+        "app-none",
+    )
+    produce(src, spread(topic, 2, 50))
+    w = Worker(tmp_path, args)
+    wait_mirrored(src, group, topic, 2, {0: 50, 1: 50})
+    assert w.stop() == 0, w.log()
+    produce(src, spread(topic, 2, 50, start=50))
+    admin = AdminClient({"bootstrap.servers": src.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 80)]).values():
+        f.result()  # offsets 50..79 of partition 0 are gone, never mirrored
+    w = Worker(tmp_path, args)
+    workers.append(w)
+    w.wait_for(
+        f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) purged", 120
+    )
+    wait_mirrored(src, group, topic, 2, {0: 100, 1: 100})
+    assert w.stop() == 0, w.log()
+
+    # The records of the second half: the first half of partition 0 was purged on the source after it was
+    # mirrored (the audit would rightly call those unexpected on the target).
+    out = audit_cli(
+        [
+            "audit", "--source.config", str(conf / "consumer.properties"),
+            "--target.config", str(conf / "producer.properties"), "--topics", topic,
+            "--from", str(BASE_TS + 50_000), "--master", "local[2]", "--output", str(tmp_path / "audit"),
+        ],
+        runner=KMIRROR,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert (
+        "kmirror audit: INCOMPLETE: 0 missing, 0 duplicated, 0 unexpected, 0 in flight, 30 lost on the "
+        "source before mirroring (1 source gap(s)); 70 source and 70 target records in 1 topic(s)"
+        in out.stdout
+    ), out.stdout
+    gap_lines = [line for line in out.stdout.splitlines() if "gap:" in line]
+    assert len(gap_lines) == 1 and gap_lines[0].startswith(
+        f"kmirror audit: gap: {topic}/0 offsets 50..79 (30 records) lost on the source before mirroring "
+        "(purged before the mirror copied them; on neither cluster); met by the mirror at "
+    ), out.stdout
+    assert (
+        f"kmirror audit: topic {topic}: 70 source, 70 target records; 0 missing, 0 duplicated, "
+        "0 unexpected, 0 in flight, 30 lost on the source before mirroring: INCOMPLETE" in out.stderr
+    ), out.stderr
+
+    rep = json.loads((tmp_path / "audit" / "report.json").read_text())
+    assert rep["source_gaps"] == {"mirror": group, "topic": "__kmirror-offset-syncs", "status": "read"}
+    (gap,) = rep["gaps"]
+    assert (gap["topic"], gap["partition"], gap["first"], gap["last"], gap["records"]) == (
+        topic,
+        0,
+        50,
+        79,
+        30,
+    )
+    assert gap["lost"] is True and gap["kind"] == "lost" and gap["at"] == iso_ms(gap["ms"])
+    t = rep["totals"]
+    assert (t["missing"], t["lost_in_gaps"], t["source_records"], t["target_records"]) == (0, 30, 70, 70)
+    assert (t["duplicated"], t["unexpected"], t["in_flight"]) == (0, 0, 0)
+    assert rep["missing_records"] == [] and rep["remirror"] == []
+    assert rep["next_steps"][0] == (
+        "Lost on source east before the mirror copied them (source gaps, not missing on the target): "
+        f"{topic}/0 offsets 50-79 (30 records, met at {gap['at']}). They are on neither cluster: nothing to "
+        "re-mirror; produce them again upstream if you can, and find why the mirror fell behind retention "
+        "(docs/runbooks/source-gap.md)."
+    )
+    page = (tmp_path / "audit" / "report.html").read_text()
+    table = re.search(r'<table class="gaps">(.*?)</table>', page, re.S)[1]
+    assert table.count("<tr>") == 2 and "<td>0</td><td>50</td><td>79</td><td>30</td>" in table
