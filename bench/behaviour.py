@@ -3,8 +3,9 @@
 The contenders and their settings are bench/peers.py's (MirrorMaker 1 from the 3.9 jars with the reference
 documents' data-loss-safe settings, `--abort.on.send.failure true`; MirrorMaker 2, connect-mirror 4.3,
 dedicated mode, IdentityReplicationPolicy, heartbeats and checkpoints on; kmirror with its defaults), each
-with 2 streams/tasks and a commit (MirrorMaker 2: offset flush) every `--commit-ms`; MirrorMaker 1 and
-kmirror with the same group settings (session.timeout.ms=6000, heartbeat.interval.ms=1000,
+with 2 streams/tasks; MirrorMaker 1 and kmirror commit every `--commit-ms`, MirrorMaker 2 flushes its
+offsets at its default (every 60 s) or every `--mm2-flush-ms` (`target.offset.flush.interval.ms`);
+MirrorMaker 1 and kmirror with the same group settings (session.timeout.ms=6000, heartbeat.interval.ms=1000,
 auto.offset.reset=earliest). Every run has a fresh one-node source and target cluster (Apache Kafka 4.3,
 `BENCH_JVM`), the topic created on both with 6 partitions. While the mirror runs, one idempotent producer
 writes `--rate` unique records per second to the source (100 B, the value starts with the record's
@@ -230,15 +231,19 @@ class Tool:
 Mirror = Kmirror | Tool
 
 
-def make_mirror(name: str, workdir: Path, *, source: str, target: str, group: str, commit_ms: int) -> Mirror:
+def make_mirror(
+    name: str, workdir: Path, *, source: str, target: str, group: str, a: argparse.Namespace
+) -> Mirror:
     if name == "kmirror":
-        return Kmirror(workdir, source, target, group, commit_ms)
+        return Kmirror(workdir, source, target, group, a.commit_ms)
     if name == "MirrorMaker 1":
         return Tool(
             MirrorMaker1(workdir / group, source, target, TOPIC, group, num_streams=STREAMS,
-                         commit_interval_ms=commit_ms, consumer=GROUP_SETTINGS)
+                         commit_interval_ms=a.commit_ms, consumer=GROUP_SETTINGS)
         )  # fmt: skip
-    extra = {**MM2_DEFAULTS, "offset.flush.interval.ms": str(commit_ms)}
+    # A worker setting of dedicated mode takes the target cluster's prefix (a bare key is not applied).
+    flush = {"target.offset.flush.interval.ms": str(a.mm2_flush_ms)} if a.mm2_flush_ms else {}
+    extra = {**MM2_DEFAULTS, **flush}
     return Tool(MirrorMaker2(workdir / group, source, target, TOPIC, tasks_max=STREAMS, extra=extra))
 
 
@@ -258,6 +263,7 @@ class Run:
     on_target_at_fault: int  # distinct records on the target when the fault began
     process: str  # "survived", or "exited (code N) after X s of the outage; restarted"
     load: float  # 1-minute load average as the run started
+    note: str = ""  # a setting of this run beside the section's (MirrorMaker 2's offset flush interval)
 
 
 def wait(cond: Callable[[], object], timeout: float, what: str) -> None:
@@ -277,7 +283,7 @@ def one_run(name: str, scenario: str, attempt: int, a: argparse.Namespace, workd
         create_topic(tgt, PARTITIONS)
         mirror = make_mirror(
             name, workdir / tag, source=src.bootstrap, target=tgt.bootstrap, group=f"behaviour-{tag}",
-            commit_ms=a.commit_ms,
+            a=a,
         )  # fmt: skip
         producer = SteadyProducer(src.bootstrap, a.rate)
         reader = TargetReader(tgt.bootstrap)
@@ -363,6 +369,7 @@ def fault_and_count(
         on_target_at_fault=at_fault,
         process=process,
         load=load,
+        note=f"offset flush every {a.mm2_flush_ms} ms" if a.mm2_flush_ms and name == "MirrorMaker 2" else "",
     )
 
 
@@ -372,7 +379,7 @@ def fault_and_count(
 def describe(r: Run) -> str:
     catch = f"{r.catch_up_s:.1f} s" if r.catch_up_s is not None else "not caught up"
     return (
-        f"{r.scenario:7} {r.contender:14} #{r.attempt}: {r.produced} produced, {r.missing} missing, "
+        f"{r.scenario:7} {r.contender:14} {r.note} #{r.attempt}: {r.produced} produced, {r.missing} missing, "
         f"{r.duplicated} duplicated, catch-up {catch}, {r.process} (load {r.load:.1f})"
     )
 
@@ -390,9 +397,10 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         "`--abort.on.send.failure true`, which makes it exit when a send fails: its documented behaviour); "
         f"MirrorMaker 2 from Apache Kafka {kafka_version(MM2_LINE)} in dedicated mode "
         "(IdentityReplicationPolicy, heartbeats and checkpoints on, otherwise its defaults); kmirror with "
-        f"its defaults. Each with {STREAMS} streams/tasks and a commit (MirrorMaker 2: "
-        "`offset.flush.interval.ms`) "
-        f"every {a.commit_ms} ms; MirrorMaker 1 and kmirror with session.timeout.ms=6000. A fresh one-node "
+        f"its defaults. Each with {STREAMS} streams/tasks; MirrorMaker 1 and kmirror commit every "
+        f"{a.commit_ms} ms (both default to 60 s) with session.timeout.ms=6000; MirrorMaker 2 flushes its "
+        "offsets at its default `offset.flush.interval.ms`, every 60 s, unless its row says otherwise "
+        "(`target.offset.flush.interval.ms`: the worker setting of dedicated mode). A fresh one-node "
         f"source and target cluster per run, topic of {PARTITIONS} partitions on both; {a.rate} unique "
         f"records/s of {RECORD_BYTES} B produced to the source (idempotent, acks=all) all the while; a "
         "reader follows the whole target topic. **kill**: after the mirror has copied for "
@@ -413,7 +421,8 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
     for r in runs:
         catch = f"{r.catch_up_s:.1f}" if r.catch_up_s is not None else f"not within {a.catch_up_timeout:.0f}"
         lines.append(
-            f"| {r.scenario} | {r.contender} | {r.attempt + 1} | {r.produced:,} | {r.missing:,} | "
+            f"| {r.scenario} | {r.contender}{f' ({r.note})' if r.note else ''} | {r.attempt + 1} | "
+            f"{r.produced:,} | {r.missing:,} | "
             f"{r.duplicated:,} | {catch} | {r.process} | {r.load:.1f} |"
         )
     lines += [
@@ -434,7 +443,12 @@ def main() -> int:
     ap.add_argument("--copy-before", type=float, default=10.0, help="seconds of copying before the fault")
     ap.add_argument("--outage", type=float, default=130.0, help="seconds the target is down")
     ap.add_argument("--tail", type=float, default=10.0, help="seconds of traffic after the restart")
-    ap.add_argument("--commit-ms", type=int, default=500)
+    ap.add_argument(
+        "--commit-ms", type=int, default=500, help="MirrorMaker 1's and kmirror's commit interval"
+    )
+    ap.add_argument(
+        "--mm2-flush-ms", type=int, help="MirrorMaker 2's offset flush interval (default: its own)"
+    )
     ap.add_argument("--start-timeout", type=float, default=180.0)
     ap.add_argument("--catch-up-timeout", type=float, default=240.0)
     ap.add_argument("--write", type=Path, help="replace the behaviour section of this markdown file")
@@ -451,7 +465,12 @@ def main() -> int:
                 if line.startswith(RUN_PREFIX)
             ]
         runs.sort(
-            key=lambda r: (["kill", "outage"].index(r.scenario), r.attempt, CONTENDERS.index(r.contender))
+            key=lambda r: (
+                ["kill", "outage"].index(r.scenario),
+                r.note,
+                r.attempt,
+                CONTENDERS.index(r.contender),
+            )
         )
     else:
         with tempfile.TemporaryDirectory(prefix="kmirror-bench-behaviour-") as tmp:
@@ -466,6 +485,7 @@ def main() -> int:
     options = (
         f"--scenarios {' '.join(a.scenarios)} --repeat {a.repeat} --rate {a.rate} "
         f"--copy-before {a.copy_before:g} --outage {a.outage:g} --tail {a.tail:g} --commit-ms {a.commit_ms}"
+        + (f" --mm2-flush-ms {a.mm2_flush_ms}" if a.mm2_flush_ms else "")
     )
     section = report(runs, a, options)
     print(section)
