@@ -13,11 +13,12 @@ dropped for the new one's (the points carry the topic id).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
-from confluent_kafka import TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from mirror_harness import (
     KMIRROR,
     Worker,
@@ -36,7 +37,7 @@ from mirror_harness import (
 )
 
 from kmirror.failover.clusters import read_sync_data
-from kmirror.testing.kafka import KafkaCluster, free_port
+from kmirror.testing.kafka import KafkaCluster, free_port, running
 
 PER_PARTITION = 50
 
@@ -233,3 +234,70 @@ def test_an_eager_assignor_is_warned_that_gaps_go_unreported_and_mirrors_on(
     wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION})
     assert "GAP in" not in w.log()
     assert w.stop() == 0, w.log()
+
+
+def partition_state(cluster: KafkaCluster, topic: str) -> tuple[int, list[int]]:
+    """(leader, ISR) of the topic's partition 0 as the cluster's metadata says; (-1, []) without an answer."""
+    try:
+        md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(topic, timeout=5)
+        p = md.topics[topic].partitions[0]
+        return int(p.leader), sorted(p.isrs)
+    except (KafkaException, KeyError):
+        return -1, []
+
+
+def test_a_partition_truncated_by_an_unclean_leader_election_is_a_named_gap(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    """An unclean leader election on a 3-node source (Apache Kafka 4.3, KRaft) truncates a partition
+    below the mirror's position: one GAP line "mirrored before and no longer on the source" naming the
+    offsets, counted in kmirror_gaps_total (not as lost records), and mirroring goes on.
+
+    The recipe: a topic on nodes 1 and 2 only (replica assignment [1, 2]) with min.insync.replicas=1 and
+    unclean.leader.election.enable=true; 50 records on both; node 2 killed, out of the ISR; 30 more records
+    only on node 1, mirrored (position 80); node 1 killed and node 2 started (the controller quorum is
+    back with nodes 2 and 3): the controller elects node 2 uncleanly by itself once node 1 is fenced
+    (ISR [1] -> [2], log end 50; no `elect_leaders` needed). librdkafka finds the truncation by the leader
+    epoch (KIP-320) and, with auto.offset.reset=error, hands the stream an offset reset without the offset
+    wanted (the stream reads it from the event's text: kmirror.mirror.gaps.TRUNCATED_AT).
+    """
+    clusters = {"source": KafkaCluster("source", size=3), "target": KafkaCluster("target")}
+    with running(clusters, tmp_path / "brokers"):
+        src, tgt = clusters["source"], clusters["target"]
+        topic = "gap.truncated"
+        admin = AdminClient({"bootstrap.servers": src.bootstrap})
+        unclean = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+        on_1_and_2 = NewTopic(topic, 1, replica_assignment=[[1, 2]], config=unclean)
+        for f in admin.create_topics([on_1_and_2]).values():
+            f.result()
+        first = make_records(topic, 1, PER_PARTITION)
+        produce(src, first)
+        port = free_port()
+        w = mirror(tmp_path, src, tgt, topic, "--metrics.port", str(port))
+        workers.append(w)
+        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120, "50 mirrored")
+        src.kill_node(2, signal.SIGKILL)
+        wait_until(lambda: partition_state(src, topic) == (1, [1]), 120, "node 2 out of the ISR")
+        only_on_1 = make_records(topic, 1, 30, start=PER_PARTITION)
+        produce(src, only_on_1)
+        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: 80}, 120, "80 mirrored")
+        src.kill_node(1, signal.SIGKILL)
+        src.start_node(2, in_sync=False)
+        wait_until(lambda: partition_state(src, topic) == (2, [2]), 180, "node 2 elected uncleanly")
+        w.wait_for(
+            f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) mirrored "
+            "before and no longer on the source",
+            120,
+        )
+        gaps = [line for line in w.log().splitlines() if "GAP in" in line]
+        assert len(gaps) == 1, gaps
+        new = make_records(topic, 1, 10, start=1000)
+        produce(src, new)  # offsets 50..59 of the truncated partition
+        on_target = read_all(tgt, [topic], len(first) + len(only_on_1) + len(first) + len(new), timeout=120)
+        assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
+        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION + 10}, 120)
+        gaps_total = ("kmirror_gaps_total", (("source", "consumer"), ("stream", "0")))
+        wait_until(lambda: scrape(port).get(gaps_total) == 1, 60, "the gap in the metrics")
+        lost = ("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))
+        assert scrape(port).get(lost, 0) == 0  # truncated records had been mirrored: not lost
+        assert w.stop() == 0, w.log()

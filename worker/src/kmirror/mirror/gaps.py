@@ -13,7 +13,9 @@ decides, from the partition's log start and end (asked of its leader):
   a compaction of the head). Gap: offsets wanted .. log start - 1, lost.
 * wanted above the log end: the partition was truncated below the mirror's position (an unclean leader
   election) or the topic was deleted and recreated. The records from the log start on are mirrored
-  again (a recreated topic's are new; a truncated partition's may be copied twice: never lost).
+  again (a recreated topic's are new; a truncated partition's may be copied twice: never lost). A
+  truncation librdkafka detects itself (the new leader's epoch ends below the position, KIP-320) comes
+  without the offset wanted: it is read from the event's text (``TRUNCATED_AT``).
 * otherwise (a leader that was behind, for a moment): continue at the wanted offset.
 
 Each gap is one WARNING line naming source, topic, partition and the offsets lost, counted in the metrics
@@ -27,6 +29,7 @@ None of this touches the per-record path: the stream sees these events among the
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from confluent_kafka import OFFSET_END, Message, TopicPartition
@@ -38,6 +41,11 @@ from kmirror.mirror.state import StreamState
 log = logging.getLogger("kmirror.mirror.engine")
 
 GAP_POLICIES = ("continue", "stop")
+# A truncation librdkafka found by validating the fetch position's leader epoch (KIP-320: the new leader's
+# log ends below the position) comes with auto.offset.reset=error as an _AUTO_OFFSET_RESET event whose
+# offset is INVALID; the position it wanted is only in the event's text (rdkafka_offset.c:
+# "Partition log truncation detected at offset 80 (leader epoch 0): broker end offset is 50 ...").
+TRUNCATED_AT = re.compile(r"truncation detected at offset (\d+)")
 EARLIEST = {"smallest", "earliest", "beginning"}
 LATEST = {"largest", "latest", "end"}
 
@@ -70,6 +78,9 @@ class Gaps(StreamState):
                       self.spec.label, topic, partition)  # fmt: skip
             return
         wanted = m.offset()
+        truncated = TRUNCATED_AT.search(m.error().str())
+        if (wanted is None or wanted < 0) and truncated:
+            wanted = int(truncated.group(1))
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         where = f"source cluster {self.spec.source} topic {topic} partition {partition}"
         if wanted is None or wanted < 0:

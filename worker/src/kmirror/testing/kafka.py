@@ -413,9 +413,11 @@ class KafkaCluster:
             os.kill(n.process.pid, sig)
         n.process.wait(timeout=120)
 
-    def start_node(self, node_id: int, timeout: float = READY_TIMEOUT_S) -> None:
+    def start_node(self, node_id: int, timeout: float = READY_TIMEOUT_S, *, in_sync: bool = True) -> None:
         """Start a stopped node again on its ports and data, and wait until the cluster lists it and every
         partition with a replica on it has it in its ISR again (caught up: the next fault may follow).
+        ``in_sync=False``: only until the node answers (other nodes may be down, and a partition may take it
+        back only by an unclean election).
 
         The metadata may still list a SIGKILLed node until the controller fences it (the broker session
         timeout), so being listed alone does not mean it is back; an ISR that includes it does, once it
@@ -423,7 +425,17 @@ class KafkaCluster:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
-        self._launch(self.node(node_id))
+        node = self.node(node_id)
+        self._launch(node)
+        if not in_sync:
+            while not _answers(node.host, node.ports["PLAINTEXT"]):
+                if not node.alive() or time.monotonic() > deadline:
+                    raise KafkaError(
+                        f"Kafka node {node_id} of cluster {self.name} did not answer again within "
+                        f"{timeout:.0f} s; see {self._log(node)}"
+                    )
+                time.sleep(0.05)
+            return
         self.wait_ready(timeout)
         admin = AdminClient(
             {"bootstrap.servers": ",".join(n.address for n in self.nodes if n.alive()), "logger": _QUIET}
