@@ -1,13 +1,16 @@
-"""What failover costs the mirror: `kmirror run` throughput with `--groups` on versus off.
+"""What failover costs the mirror: `kmirror run` throughput with `--groups` on versus off; and what gap
+detection costs: off again with `partition.assignment.strategy=range` (an eager assignor: no gap detection,
+see `cooperative()` in kmirror.mirror.gaps) against off (cooperative-sticky: gap detection on).
 
 Apache Kafka 4.3 clusters of one node (`kmirror.testing.kafka.BENCH_JVM`): one source filled once
 (6 partitions) with application groups that have committed offsets on it (so the group offset sync has
-work every interval); a fresh target cluster per run (the sync finds no earlier offsets); the two contenders
-run alternately (off, on, off, on, ...) so that machine noise hits both; rate as in bench/throughput.py
-(records / time from the first partition assignment until the mirror group committed every record), and
-the CPU time of all kmirror processes per record (steadier than rates on a shared machine). Both
-commit every 500 ms (a sync point per partition at every commit point: more often than the default 60 s,
-so the sync's cost shows); `--groups '.*' --sync.group.offsets.interval.ms 1000`.
+work every interval); a fresh target cluster per run (the sync finds no earlier offsets); the three
+contenders run interleaved (off, on, range / range, on, off / ...) so that machine noise hits all; rate
+as in bench/throughput.py (records / time from the first partition assignment until the mirror group
+committed every record), and the CPU time of all kmirror processes per record (steadier than rates on a
+shared machine). All commit every 500 ms (with --groups a sync point per partition at every commit point:
+more often than the default 60 s, so the sync's cost shows); on:
+`--groups '.*' --sync.group.offsets.interval.ms 1000`.
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/groups.py [--records N] [--repeat 5] [--write FILE]
 """
@@ -48,7 +51,7 @@ SYNC_MS = 1000
 BEGIN, END = markers("groups")
 SYNC_LINE = re.compile(r"sync points written, ([0-9.]+) s spent")
 RUN_LINE = re.compile(
-    r"\s*(off|on)\s+run \d+: ([0-9,]+) rec/s, ([0-9.]+) CPU s per 1000 records, ([0-9.]+) s at"
+    r"\s*(off|on|range)\s+run \d+: ([0-9,]+) rec/s, ([0-9.]+) CPU s per 1000 records, ([0-9.]+) s at"
 )
 
 
@@ -63,12 +66,20 @@ def commit_app_groups(source: str, n: int) -> None:
         c.close()
 
 
-def command(workdir: Path, source: str, target: str, group: str, groups: bool) -> list[str]:
-    cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
+# The contenders: --groups off (gap detection on: the default cooperative-sticky assignor), --groups on, and
+# --groups off with an eager assignor (gap detection off: auto.offset.reset stays librdkafka's own).
+MODES = ("off", "on", "range")
+
+
+def command(workdir: Path, source: str, target: str, group: str, mode: str) -> list[str]:
+    settings = dict(GROUP_SETTINGS)
+    if mode == "range":
+        settings["partition.assignment.strategy"] = "range"
+    cfile, pfile = mirror_files(workdir, group, source, target, settings)
     cmd = run_command(
         cfile, pfile, TOPIC, "--offset.commit.interval.ms", str(COMMIT_MS), "--stats.interval.ms", "600000"
     )
-    if groups:
+    if mode == "on":
         cmd += ["--groups", ".*", "--sync.group.offsets.interval.ms", str(SYNC_MS)]
     return cmd
 
@@ -115,19 +126,19 @@ def measure_one(cmd: list[str], source: str, group: str, n: int, timeout: float 
 
 
 def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]]:
-    results: dict[str, list[Result]] = {"off": [], "on": []}
+    results: dict[str, list[Result]] = {m: [] for m in MODES}
     workdir.mkdir(parents=True, exist_ok=True)
     with bench_clusters("source", workdir=workdir) as src_c:
         source = src_c["source"].bootstrap
         fill(src_c["source"], n, size)
         commit_app_groups(source, n)
         for attempt in range(repeat):
-            for mode in ("off", "on") if attempt % 2 == 0 else ("on", "off"):
+            for mode in MODES if attempt % 2 == 0 else tuple(reversed(MODES)):
                 with bench_clusters(f"target-{mode}-{attempt}", workdir=workdir) as tgt_c:
                     target = next(iter(tgt_c.values()))
                     create_topic(target)
                     group = f"bench-groups-{mode}-{attempt}"
-                    cmd = command(workdir, source, target.bootstrap, group, mode == "on")
+                    cmd = command(workdir, source, target.bootstrap, group, mode)
                     r = measure_one(cmd, source, group, n)
                     results[mode].append(r)
                     print(
@@ -139,7 +150,9 @@ def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]
 
 
 def report(results: dict[str, list[Result]], n: int, size: int) -> str:
-    off, on = results["off"], results["on"]
+    off, on, eager = results["off"], results["on"], results["range"]
+    eager_rates = [c[0] / a[0] for a, c in zip(off, eager, strict=True)]
+    eager_cpus = [c[1] / a[1] for a, c in zip(off, eager, strict=True)]
     rate_ratios = [b[0] / a[0] for a, b in zip(off, on, strict=True)]
     cpu_ratios = [b[1] / a[1] for a, b in zip(off, on, strict=True)]
     rate_ratio, cpu_ratio = statistics.median(rate_ratios), statistics.median(cpu_ratios)
@@ -149,7 +162,7 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
     per_point_ms = statistics.median(b[2] * 1000 / k for b, k in zip(on, commit_points, strict=True))
     lines = [
         BEGIN,
-        "## Failover offset sync: `--groups` on versus off",
+        "## Failover offset sync: `--groups` on versus off; gap detection",
         "",
         machine_note(),
         "Wall-clock rates are the noisiest figure here; CPU time per record is the steadier measure. "
@@ -157,14 +170,19 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         f"{APP_GROUPS} application groups with committed offsets on the source; kmirror with its defaults "
         f"(one stream per core), commit every {COMMIT_MS} ms (a sync point per partition at each: far more "
         f"often than the default 60 s), `--groups '.*' --sync.group.offsets.interval.ms {SYNC_MS}`; runs "
-        "alternate (off, on / on, off), each with a fresh target. CPU = user + system time of every kmirror "
-        "process; sync = time the streams spent measuring target ends and writing sync points.",
+        "interleaved (off, on, range / range, on, off), each with a fresh target. CPU = user + system time "
+        "of every kmirror process; sync = time the streams spent measuring target ends and writing sync "
+        "points.",
         "",
-        "| run | off rec/s | on rec/s | off CPU s / 1000 rec | on CPU s / 1000 rec | on: s at sync points |",
-        "|---|---|---|---|---|---|",
+        "| run | off rec/s | on rec/s | range rec/s | off CPU s / 1000 rec | on CPU s / 1000 rec "
+        "| range CPU s / 1000 rec | on: s at sync points |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for i, (a, b) in enumerate(zip(off, on, strict=True)):
-        lines.append(f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} | {b[2]:.3f} |")
+    for i, (a, b, c) in enumerate(zip(off, on, eager, strict=True)):
+        lines.append(
+            f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {c[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} | {c[1]:.4f} "
+            f"| {b[2]:.3f} |"
+        )
     lines += [
         "",
         f"Median (min-max) of the paired ratios (on / off): throughput **{rate_ratio:.3f}** "
@@ -175,6 +193,22 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         f"is that time divided by `--offset.commit.interval.ms`, {per_point_ms / COMMIT_MS:.1%} here and "
         f"{per_point_ms / 60_000:.2%} at the default 60 s. The group offset sync runs in the supervisor "
         "process and does no per-record work.",
+        "",
+        "Gap detection: *range* is *off* with `partition.assignment.strategy=range`, an eager assignor, with "
+        "which kmirror leaves `auto.offset.reset` to librdkafka and detects no gaps (`cooperative()` in "
+        "`worker/src/kmirror/mirror/gaps.py`); *off* has the default cooperative-sticky assignor and "
+        "`auto.offset.reset=error`, gap detection on. The two differ in the assignor as well (an eager one "
+        "revokes every partition of every stream at each rebalance, as at the start when the second stream "
+        "joins), so a difference between them includes the assignor's. Median (min-max) of the paired "
+        "ratios (off / range): "
+        f"throughput **{statistics.median(1 / r for r in eager_rates):.3f}** "
+        f"({min(1 / r for r in eager_rates):.3f}-{max(1 / r for r in eager_rates):.3f}), CPU per record "
+        f"**{statistics.median(1 / r for r in eager_cpus):.3f}** "
+        f"({min(1 / r for r in eager_cpus):.3f}-{max(1 / r for r in eager_cpus):.3f}). Gap detection has "
+        "no per-record work: `auto.offset.reset=error` only changes how librdkafka delivers an offset "
+        "reset (an `_AUTO_OFFSET_RESET` event among the consumer's errors, handled in `Gaps._offset_reset`, "
+        "`worker/src/kmirror/mirror/gaps.py`); a record's path (`Stream._loop` in "
+        "`worker/src/kmirror/mirror/engine.py`) is the same with it on or off.",
         "",
         "Reproduce: `make bench-groups` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/groups.py "
         f"--records {n} --size {size} --repeat {len(on)} --write docs/benchmarks.md`).",
@@ -192,7 +226,7 @@ def main() -> int:
     ap.add_argument("--from-log", type=Path, help=argparse.SUPPRESS)  # re-render a previous run's lines
     a = ap.parse_args()
     if a.from_log:
-        results: dict[str, list[Result]] = {"off": [], "on": []}
+        results: dict[str, list[Result]] = {m: [] for m in MODES}
         for line in a.from_log.read_text().splitlines():
             if m := RUN_LINE.match(line):
                 results[m[1]].append((float(m[2].replace(",", "")), float(m[3]), float(m[4])))
