@@ -226,10 +226,10 @@ def installed(
     assert os.geteuid() == 0, "this test boots real hosts and must run as root"
     assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make wheelhouse)"
     if not list(SDISTS.glob("confluent-kafka-2.0.2.tar.gz")):
-        # the offline build machine's source of the GSSAPI client, fetched once here (the test machine is online)
+        # the offline build machine's source of the GSSAPI client, fetched once (this machine is online)
+        fetch = ["download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", str(SDISTS)]
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
-            + ["--dest", str(SDISTS), "confluent-kafka==2.0.2"],
+            [sys.executable, "-m", "pip", *fetch, "confluent-kafka==2.0.2"],
             check=True,
             timeout=300,
         )
