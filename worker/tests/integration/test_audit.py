@@ -518,8 +518,16 @@ def test_a_source_gap_of_the_mirror_is_named_as_lost_before_mirroring_not_missin
         "app-none",
     )
     produce(src, spread(topic, 2, 50))
+
+    def mirrored(w: Worker, ends: dict[int, int]) -> None:  # generous: under load a start takes long
+        try:
+            wait_mirrored(src, group, topic, 2, ends, timeout=240)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the mirror's log:\n{w.log()[-6000:]}") from None
+
     w = Worker(tmp_path, args)
-    wait_mirrored(src, group, topic, 2, {0: 50, 1: 50})
+    workers.append(w)
+    mirrored(w, {0: 50, 1: 50})
     assert w.stop() == 0, w.log()
     produce(src, spread(topic, 2, 50, start=50))
     admin = AdminClient({"bootstrap.servers": src.bootstrap})
@@ -528,9 +536,9 @@ def test_a_source_gap_of_the_mirror_is_named_as_lost_before_mirroring_not_missin
     w = Worker(tmp_path, args)
     workers.append(w)
     w.wait_for(
-        f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) purged", 120
+        f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) purged", 240
     )
-    wait_mirrored(src, group, topic, 2, {0: 100, 1: 100})
+    mirrored(w, {0: 100, 1: 100})
     assert w.stop() == 0, w.log()
 
     # The records of the second half: the first half of partition 0 was purged on the source after it was
@@ -542,6 +550,7 @@ def test_a_source_gap_of_the_mirror_is_named_as_lost_before_mirroring_not_missin
             "--from", str(BASE_TS + 50_000), "--master", "local[2]", "--output", str(tmp_path / "audit"),
         ],
         runner=KMIRROR,
+        timeout=600,
     )  # fmt: skip
     assert out.returncode == 1, out.stdout + out.stderr
     assert (
