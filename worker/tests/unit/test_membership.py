@@ -17,8 +17,8 @@ from prometheus_client.exposition import generate_latest
 
 from kmirror.config import load_client_config, safety
 from kmirror.errors import ConfigError
-from kmirror.groupoffsets import partitions_to_give
 from kmirror.health import rules as health
+from kmirror.kafkaio import partitions_to_give
 from kmirror.mirror import metrics, runner
 from kmirror.mirror.plan import MirrorOptions, build_plan, unassigned_warn_s
 

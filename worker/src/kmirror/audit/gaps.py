@@ -83,10 +83,11 @@ def read(
     refuses or fails the read gives an error line in the report, never a failed audit."""
     if not mirror:
         return SourceGaps(None)
-    from kmirror.failover.clusters import one_line_error, read_sync_data
+    from kmirror.failover.clusters import read_sync_data
+    from kmirror.kafkaio import error_line
 
     try:
         data = read_sync_data(target, mirror, timeout)
     except KafkaException as exc:
-        return SourceGaps(mirror, error=f"{SYNC_TOPIC} on the target: {one_line_error(exc)}")
+        return SourceGaps(mirror, error=f"{SYNC_TOPIC} on the target: {error_line(exc)}")
     return SourceGaps(mirror, in_window(data.gaps, topics, from_ms))

@@ -1,5 +1,6 @@
-"""Failover I/O on the clusters: the sync topic, true end offsets, reading sync data, group offsets
-and activity (used by the writer, the group sync, `kmirror failover` and `kmirror lag`)."""
+"""Failover I/O on the clusters: the sync topic, its readers' settings and reading sync data (used by the
+writer, the group sync, `kmirror failover` and `kmirror lag`). Groups and end offsets are read with
+:mod:`kmirror.kafkaio`."""
 
 from __future__ import annotations
 
@@ -17,26 +18,20 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-try:  # confluent-kafka >= 2.3; the GSSAPI build for Kerberos hosts (2.0.2) has no list_offsets
-    from confluent_kafka.admin import OffsetSpec
-except ImportError:  # pragma: no cover - depends on the installed client
-    OffsetSpec = None
-
 from kmirror.config import admin_settings
 from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
     SYNC_TOPIC_CONFIG,
     SyncData,
 )
+from kmirror.kafkaio import client_log
 
 log = logging.getLogger(__name__)
-quiet = logging.getLogger("kmirror.librdkafka.groupsync")
+quiet = client_log("groupsync")
 
 # Never joined, never commits; internal, so never synced. librdkafka looks up its coordinator all the same:
 # without an ACL on it that lookup is refused (GROUP_AUTHORIZATION_FAILED), which the readers ignore.
 PROBE_GROUP = "__kmirror-probe"
-# Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
-LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
 def ensure_sync_topic(admin: AdminClient, replication_factor: int = -1, timeout: float = 10.0) -> None:
@@ -72,45 +67,6 @@ def reader_conf(settings: Mapping[str, str]) -> dict[str, Any]:
 def probe_conf(settings: Mapping[str, str]) -> dict[str, Any]:
     """A reader assigned only while it probes: the broker answers at once (about 6 ms a probe)."""
     return {**reader_conf(settings), "fetch.wait.max.ms": 1}
-
-
-def true_ends(
-    admin: AdminClient, probe: Consumer, parts: list[tuple[str, int]], timeout: float = 10.0
-) -> dict[tuple[str, int], int]:
-    """End offsets of target partitions: the high watermark, or past the last record found by reading
-    from high watermark - 1 to the end of the partition when that is further (brokers that report the
-    high watermark as the last batch's base offset + 1). On Kafka this reads one record per partition."""
-    if not parts:
-        return {}
-    if OffsetSpec is not None and hasattr(admin, "list_offsets"):
-        futures = admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.latest() for t, p in parts}, request_timeout=timeout
-        )
-        ends = {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-    else:
-        ends = {
-            (t, p): probe.get_watermark_offsets(TopicPartition(t, p), timeout=timeout, cached=False)[1]
-            for t, p in parts
-        }
-    todo = {k for k, hw in ends.items() if hw > 0}
-    if not todo:
-        return ends
-    probe.assign([TopicPartition(t, p, ends[(t, p)] - 1) for t, p in sorted(todo)])
-    deadline = time.monotonic() + timeout
-    try:
-        while todo and time.monotonic() < deadline:
-            for m in probe.consume(1000, 0.005):  # returns at the timeout when fewer records came
-                key = (m.topic(), m.partition())
-                err = m.error()
-                if err is None:
-                    ends[key] = max(ends[key], m.offset() + 1)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    todo.discard(key)
-                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                    raise KafkaException(err)  # asked again for ever otherwise: the caller names it
-    finally:
-        probe.unassign()
-    return ends
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -165,19 +121,3 @@ def read_sync_data(target_settings: Mapping[str, str], mirror: str, timeout: flo
         return reader.read(timeout)
     finally:
         reader.close()
-
-
-def group_activity(admin: AdminClient, group: str, timeout: float) -> tuple[str, int]:
-    """(state name, number of members) of a group."""
-    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
-    return described.state.name, len(described.members or [])
-
-
-def is_active(state: str, members: int) -> bool:
-    return members > 0 or state in LIVE_STATES
-
-
-def one_line_error(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return " ".join(str(exc).split())

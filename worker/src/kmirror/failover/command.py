@@ -28,16 +28,9 @@ from confluent_kafka.admin import AdminClient
 from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
-from kmirror.failover.clusters import (
-    group_activity,
-    is_active,
-    probe_conf,
-    quiet,
-    read_sync_data,
-    true_ends,
-)
+from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
 from kmirror.failover.offsetsync import SYNC_TOPIC, Row, build_rows
-from kmirror.groupoffsets import committed_offsets
+from kmirror.kafkaio import committed_offsets, group_state, is_active, true_ends
 
 EXIT_TARGET = 1
 EXIT_ACTIVE = 3
@@ -166,7 +159,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
         live = None  # the source answers but has nothing: use the checkpoints
     admin = AdminClient({**admin_settings(target.settings), "logger": quiet})
     try:
-        state, members = group_activity(admin, group, a.timeout)
+        state, members = group_state(admin, group, a.timeout)
         on_target = committed_offsets(admin, group, a.timeout)
         parts = set(data.group_checkpoints(group)) | set(live or {})
         probe = Consumer(probe_conf(target.settings), logger=quiet)

@@ -8,7 +8,7 @@ Several workers of one mirror each run it: they compute the same safe translatio
 
 The logic (what a sync point means, how offsets translate) is in :mod:`kmirror.failover.offsetsync`;
 sync points are written by :mod:`kmirror.failover.writer`; reading them and the groups' offsets is in
-:mod:`kmirror.failover.clusters`.
+:mod:`kmirror.failover.clusters` and :mod:`kmirror.kafkaio`.
 """
 
 from __future__ import annotations
@@ -34,15 +34,7 @@ from confluent_kafka.admin import AdminClient
 from kmirror.authorization import AuthorizationFailed, authorization_error, principal, refused
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
-from kmirror.failover.clusters import (
-    SyncReader,
-    group_activity,
-    is_active,
-    one_line_error,
-    probe_conf,
-    quiet,
-    true_ends,
-)
+from kmirror.failover.clusters import SyncReader, probe_conf, quiet
 from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
     Checkpoint,
@@ -51,7 +43,7 @@ from kmirror.failover.offsetsync import (
     is_internal_group,
     plan_commits,
 )
-from kmirror.groupoffsets import committed_offsets
+from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -126,7 +118,7 @@ class GroupSync:
                         log.error("%s", exc)
                     return
                 except Exception as exc:  # other errors never stop the mirror; it retries next interval
-                    log.warning("%s: group offset sync: %s", self.source, one_line_error(exc))
+                    log.warning("%s: group offset sync: %s", self.source, error_line(exc))
                 stop.wait(self.interval_ms / 1000)
         finally:
             self._producer.flush(5)
@@ -155,7 +147,7 @@ class GroupSync:
             try:
                 self._sync_group(group, data)
             except KafkaException as exc:
-                log.warning("%s: group %s: %s", self.source, group, one_line_error(exc))
+                log.warning("%s: group %s: %s", self.source, group, error_line(exc))
         self._producer.flush(self.timeout)
         if self._write_refused is not None:
             with self._asking("target", "WRITE", SYNC_TOPIC, "checkpoints are written there"):
@@ -173,7 +165,7 @@ class GroupSync:
             return
         with self._asking("target", "DESCRIBE", group, "its offsets on the target are read"):
             target = committed_offsets(self._target, group, self.timeout)
-            state, members = group_activity(self._target, group, self.timeout)
+            state, members = group_state(self._target, group, self.timeout)
         commits, untranslated = plan_commits(data.store, source, target)
         moving = [c for c in commits if c.moves]
         if moving and not is_active(state, members):

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.authorization import Refusal, authorization_error, refused
 from kmirror.config import admin_settings
-from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet, true_ends
+from kmirror.failover.clusters import ensure_sync_topic, probe_conf, quiet
 from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
     Gap,
@@ -30,6 +30,7 @@ from kmirror.failover.offsetsync import (
     sync_record,
     sync_slots,
 )
+from kmirror.kafkaio import true_ends
 
 log = logging.getLogger(__name__)
 

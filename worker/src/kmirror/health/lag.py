@@ -6,24 +6,25 @@ Owner), read from the brokers instead of ZooKeeper.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
-
-try:
-    from confluent_kafka.admin import OffsetSpec
-except ImportError:  # confluent-kafka < 2.3 (the GSSAPI client built against Debian's librdkafka 2.0.2)
-    OffsetSpec = None
 
 from kmirror.authorization import authorization_error, refused
 from kmirror.errors import KmirrorError
-from kmirror.groupoffsets import committed_offsets
 from kmirror.health import rules as health
+from kmirror.kafkaio import (
+    client_log,
+    committed_offsets,
+    describe_group,
+    has_list_offsets,
+    listed_offsets,
+    watermarks,
+)
 
-_LOG = logging.getLogger("kmirror.librdkafka.lag")
+_LOG = client_log("lag")
 
 NO_OFFSET = -1
 
@@ -77,14 +78,12 @@ def group_lag(
         committed = committed_offsets(admin, group, timeout)
         wanted = set(topics) if topics is not None else {t for t, _ in committed}
         md = admin.list_topics(timeout=timeout)
-        parts = [
-            TopicPartition(t, p) for t in sorted(wanted) if t in md.topics for p in md.topics[t].partitions
-        ]
+        parts = [(t, p) for t in sorted(wanted) if t in md.topics for p in md.topics[t].partitions]
         if not parts:
             return []
-        if OffsetSpec is not None and hasattr(admin, "list_offsets"):
-            ends = _offsets(admin, parts, OffsetSpec.latest(), timeout)
-            starts = _offsets(admin, parts, OffsetSpec.earliest(), timeout)
+        if has_list_offsets(admin):
+            ends = listed_offsets(admin, parts, timeout)
+            starts = listed_offsets(admin, parts, timeout, earliest=True)
         else:
             starts, ends = _watermarks(admin_conf, group, parts, timeout)
         owners = _owners(admin, group, timeout)
@@ -100,29 +99,23 @@ def group_lag(
     return compute(group, {k: v for k, v in committed.items() if k[0] in wanted}, starts, ends, owners)
 
 
-def _offsets(
-    admin: AdminClient, parts: list[TopicPartition], spec: OffsetSpec, timeout: float
-) -> dict[tuple[str, int], int]:
-    futures = admin.list_offsets({tp: spec for tp in parts}, request_timeout=timeout)
-    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-
-
 def _watermarks(
-    admin_conf: Mapping[str, str], group: str, parts: list[TopicPartition], timeout: float
+    admin_conf: Mapping[str, str], group: str, parts: list[tuple[str, int]], timeout: float
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """Log start and end offsets from a consumer that never joins the group (clients without list_offsets)."""
     consumer = Consumer({**admin_conf, "group.id": group, "enable.auto.commit": False}, logger=_LOG)
     try:
-        marks = {(t.topic, t.partition): consumer.get_watermark_offsets(t, timeout=timeout) for t in parts}
+        marks = watermarks(consumer, parts, timeout)
     finally:
         consumer.close()
     return {k: lo for k, (lo, _) in marks.items()}, {k: hi for k, (_, hi) in marks.items()}
 
 
 def _owners(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], str]:
-    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
-    owners = {}
-    for member in described.members or []:
+    described = describe_group(admin, group, timeout)
+    owners: dict[tuple[str, int], str] = {}
+    members = (described.members or []) if described is not None else []
+    for member in members:
         assignment = member.assignment.topic_partitions if member.assignment else []
         for tp in assignment:
             owners[(tp.topic, tp.partition)] = f"{member.client_id}@{member.host.lstrip('/')}"

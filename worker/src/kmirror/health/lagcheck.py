@@ -33,18 +33,16 @@ from confluent_kafka.admin import AdminClient
 from kmirror.commandline import Parser, add_command, run_alone, seconds
 from kmirror.config import connection_settings, load_client_config
 from kmirror.errors import Command, KmirrorError, one_line
-from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, true_ends
+from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
 from kmirror.failover.offsetsync import build_rows
-from kmirror.groupoffsets import committed_offsets
 from kmirror.health import lag
 from kmirror.health import rules as health
 from kmirror.health.lag import LagError, PartitionLag
+from kmirror.kafkaio import LIVE_STATES, committed_offsets, error_line, group_state, true_ends
 
 # ConsumerOffsetChecker's own line format.
 ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
 HEADER = ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner")
-# Group states in which members are connected (confluent_kafka.ConsumerGroupState names).
-_LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
 # ---------------------------------------------------------------------------------------- sampling
@@ -52,11 +50,9 @@ _LIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 def _group_state(admin_conf: Mapping[str, str], group: str, timeout: float) -> tuple[str, bool]:
     """(state name, whether the broker listed members) of the group."""
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient({**admin_conf, "logger": lag._LOG})
-    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
-    return described.state.name, bool(described.members)
+    state, members = group_state(admin, group, timeout)
+    return state, members > 0
 
 
 def sample(
@@ -75,7 +71,7 @@ def sample(
         raise LagError(one_line(str(exc))) from None
     except Exception as exc:
         raise LagError(f"could not read group {group!r}: {one_line(str(exc))}") from None
-    live = state in _LIVE_STATES
+    live = state in LIVE_STATES
     samples = {
         (r.topic, r.partition): health.Sample(
             now, r.offset, r.log_size, r.lag, r.owner != "none" if listed else live
@@ -121,7 +117,7 @@ def evaluation(
     """The watch result of one sample: group status, worst partition, and every partition."""
     parts = window.evaluate(now)
     status, worst = health.group_status(parts.values())
-    if not rows or (all(r.offset < 0 for r in rows) and state not in _LIVE_STATES):
+    if not rows or (all(r.offset < 0 for r in rows) and state not in LIVE_STATES):
         status = worst = health.Status.NOTFOUND
     by_key = {(r.topic, r.partition): r for r in rows}
     return {
@@ -263,7 +259,7 @@ def translated_lag(
         finally:
             probe.close()
     except KafkaException as exc:
-        raise LagError(f"target cluster: {exc.args[0].str()}") from None
+        raise LagError(f"target cluster: {error_line(exc)}") from None
     rows = [
         r
         for r in build_rows(

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
-    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
@@ -45,15 +44,13 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import ConfigError
-from kmirror.groupoffsets import committed_offsets
+from kmirror.kafkaio import committed_offsets, describe_group, error_line, silent_log
 from kmirror.mirror.plan import MirrorPlan
 
 log = logging.getLogger(__name__)
 # librdkafka's own lines of the preflight's clients are dropped: a cluster that does not answer is said once
 # by the preflight, then by the streams (which wait for it).
-_CLIENT_LOG = logging.getLogger("kmirror.cutover.client")
-_CLIENT_LOG.addHandler(logging.NullHandler())
-_CLIENT_LOG.propagate = False
+_CLIENT_LOG = silent_log("kmirror.cutover.client")
 
 RESET = "reset"
 TARGET_END = "target-end"
@@ -69,12 +66,6 @@ PROBE_S = 5.0  # the first metadata request: a source that does not answer is sa
 # for identical ones (the duplicates bound).
 TAIL_WINDOW = 50
 AFTER_MATCH = 1000
-_NOT_READY = {
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError._TIMED_OUT,
-}
 
 
 @dataclass(frozen=True)
@@ -101,27 +92,6 @@ class Start:
     offset: int
     target_end: int
     may_repeat: int
-
-
-def _code(exc: KafkaException) -> int | None:
-    err = exc.args[0] if exc.args else None
-    return err.code() if isinstance(err, KafkaError) else None
-
-
-def describe(admin: AdminClient, group: str, timeout: float = TIMEOUT_S) -> ConsumerGroupDescription | None:
-    """The group's description; None when the coordinator does not know it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            left = max(0.5, deadline - time.monotonic())
-            return admin.describe_consumer_groups([group], request_timeout=left)[group].result()
-        except KafkaException as exc:
-            if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
-                return None
-            if _code(exc) in _NOT_READY and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            raise
 
 
 def foreign_members(described: ConsumerGroupDescription | None, settings: Mapping[str, str]) -> list[str]:
@@ -152,7 +122,7 @@ def foreign_members(described: ConsumerGroupDescription | None, settings: Mappin
 
 def check_group(source: SourceGroup, admin: AdminClient) -> ConsumerGroupDescription | None:
     """Refuse a mirror group that still has members that are not kmirror's; the description."""
-    described = describe(admin, source.group)
+    described = describe_group(admin, source.group, TIMEOUT_S)
     foreign = foreign_members(described, source.settings)
     if foreign and described is not None:
         protocol = described.partition_assignor or "none chosen yet"
@@ -332,7 +302,7 @@ def commit_starts(admin: AdminClient, source: SourceGroup, starts: list[Start]) 
     except KafkaException as exc:
         raise ConfigError(
             f"--initial.offsets {TARGET_END}: Kafka did not take the starting offsets of group "
-            f"{source.group!r}: {exc.args[0].str() if exc.args else exc}",
+            f"{source.group!r}: {error_line(exc)}",
             origin=source.origin,
             key="group.id",
             fix="stop every member of the group (MirrorMaker or kmirror) and start again",
@@ -362,7 +332,7 @@ def preflight(
             selected = selected_partitions(admin, source.topics)
             committed = committed_offsets(admin, source.group, TIMEOUT_S)
         except KafkaException as exc:
-            why = exc.args[0].str() if exc.args else str(exc)
+            why = error_line(exc)
             if initial_offsets == TARGET_END:
                 raise ConfigError(
                     f"--initial.offsets {TARGET_END}: source {source.name} did not answer ({why}): the "
@@ -436,8 +406,7 @@ def _starts(
             commit_starts(admin, source, starts)
     except KafkaException as exc:
         raise ConfigError(
-            f"--initial.offsets {TARGET_END}: reading the copy failed "
-            f"({exc.args[0].str() if exc.args else exc}): nothing committed",
+            f"--initial.offsets {TARGET_END}: reading the copy failed ({error_line(exc)}): nothing committed",
             origin=source.origin,
             key="group.id",
             fix="start again once both clusters answer",

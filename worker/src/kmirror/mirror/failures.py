@@ -20,6 +20,7 @@ from confluent_kafka import (
 from kmirror.authorization import authorization_error, producer_refusal
 from kmirror.config import client_conf
 from kmirror.errors import ConfigError, KmirrorError, SendFailure
+from kmirror.kafkaio import client_log
 from kmirror.mirror.membership import Rejoin
 from kmirror.mirror.spec import Failure
 from kmirror.mirror.state import StreamState
@@ -175,4 +176,4 @@ class TargetNoise(logging.Filter):
         return True
 
 
-quiet = logging.getLogger("kmirror.librdkafka.admin")
+quiet = client_log("admin")

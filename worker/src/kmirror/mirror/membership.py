@@ -12,7 +12,7 @@ from confluent_kafka import (
 )
 
 from kmirror.errors import KmirrorError
-from kmirror.groupoffsets import partitions_to_give
+from kmirror.kafkaio import describe_group, partitions_to_give
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
@@ -116,10 +116,11 @@ class GroupMembership(StreamState):
         group = self.spec.consumer.get("group.id", "")
         total = sum(self._selected.values())
         try:
-            futures = self._source_admin.describe_consumer_groups([group], request_timeout=10)
-            described = futures[group].result()
+            described = describe_group(self._source_admin, group, 10)
         except Exception as exc:  # the check is advice: never let it stop the mirror
             log.debug("%s: could not describe group %s: %s", self.spec.label, group, exc)
+            return
+        if described is None:  # the coordinator does not know the group: nobody to give partitions
             return
         owned = [
             [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
