@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -384,6 +385,13 @@ def describe(r: Run) -> str:
     )
 
 
+def process(r: Run) -> str:
+    """What became of the mirror's process; after a kill -9 it was started again by design."""
+    if r.scenario == "kill" and r.process == "survived":
+        return "killed and started again; running at the end"
+    return r.process
+
+
 def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
     begin, end = markers(NAME)
     lines = [
@@ -406,9 +414,14 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         "reader follows the whole target topic. **kill**: after the mirror has copied for "
         f"{a.copy_before:.0f} s, kill -9 of its process group, started again at once with the same "
         f"configuration. **outage**: after {a.copy_before:.0f} s of copying, the target's broker is stopped "
-        f"for {a.outage:.0f} s (SIGTERM; the issue asks for 5 minutes, this is shorter but longer than the "
-        "Java producer's default delivery.timeout.ms of 120 s), then started again; a mirror that exited is "
-        f"started again. Traffic goes on {a.tail:.0f} s after the restart / the target's return. "
+        f"for {a.outage:.0f} s (SIGTERM), then started again; a mirror that exited is started again. **The "
+        f"issue asks for a 5-minute outage; {a.outage:.0f} s is what fitted the time of this "
+        "measurement.** It is longer than the Java producer's default delivery.timeout.ms (120 s), but none "
+        "of the three has "
+        "that deadline here: MirrorMaker 1 sets delivery.timeout.ms=2147483647 itself and MirrorMaker 2's "
+        "task producers have it too (both logs show it), kmirror sets message.timeout.ms=0 (never); so a "
+        "longer outage should change the backlog, not the outcome, which this run does not prove. "
+        f"Traffic goes on {a.tail:.0f} s after the restart / the target's return. "
         "Missing = records produced and never on the target; duplicated = copies beyond the first; catch-up "
         "= seconds from the restart (kill) or the target's return (outage) until every record produced "
         f"before it is on the target (the run waits up to {a.catch_up_timeout:.0f} s). Every run is listed; "
@@ -423,8 +436,28 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         lines.append(
             f"| {r.scenario} | {r.contender}{f' ({r.note})' if r.note else ''} | {r.attempt + 1} | "
             f"{r.produced:,} | {r.missing:,} | "
-            f"{r.duplicated:,} | {catch} | {r.process} | {r.load:.1f} |"
+            f"{r.duplicated:,} | {catch} | {process(r)} | {r.load:.1f} |"
         )
+    lines += [
+        "",
+        "Why, from the tools' logs and settings: after a kill -9, MirrorMaker 1 and kmirror copy again what "
+        f"they had written since their last commit (every {a.commit_ms} ms here; kmirror is at-least-once, "
+        "as its README says), MirrorMaker 2 what it had written since its last offset flush (every 60 s by "
+        "default). In dedicated "
+        "mode MirrorMaker 2 keeps its Connect worker's group, configs, statuses and offsets on the target "
+        "cluster: when the target goes away its worker revokes its own tasks after 3 s without the group "
+        'coordinator ("Broker coordinator was unreachable for 3000ms. Revoking previous assignment" in its '
+        "log) and starts them again once the target is back, from the last offsets it flushed, so what they "
+        "had copied since is copied again. MirrorMaker 1 and kmirror keep their group on the source: their "
+        "producers wait for the target, and none of their outage runs copied a record twice.",
+    ]
+    if notes := sorted({r.note for r in runs if r.note}):
+        lines += [
+            "",
+            f"Rows marked ({', '.join(notes)}) ran after the others, MirrorMaker 2 alone: `flock "
+            "/tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py --scenarios kill --contenders "
+            "'MirrorMaker 2' --mm2-flush-ms " + " / ".join(re.sub(r"\D", "", n) for n in notes) + "`.",
+        ]
     lines += [
         "",
         f"Reproduce: `make bench-behaviour` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
