@@ -7,7 +7,6 @@ high watermark lags behind the log (the embedded test broker).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 
@@ -17,8 +16,9 @@ from kmirror.audit.scope import Span, planned_end
 from kmirror.authorization import authorization_error, refused
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError
+from kmirror.kafkaio import client_log, error_line, watermarks
 
-_LOG = logging.getLogger("kmirror.librdkafka.audit")
+_LOG = client_log("audit")
 
 
 class AuditError(KmirrorError):
@@ -69,16 +69,13 @@ def plan_cluster(
             md = c.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise AuditError(
-                f"{name} cluster ({settings.get('bootstrap.servers')}): {exc.args[0].str()}"
+                f"{name} cluster ({settings.get('bootstrap.servers')}): {error_line(exc)}"
             ) from None
         names = topics.select(md.topics)
-        tps = [TopicPartition(t, p) for t in names for p in sorted(md.topics[t].partitions)]
-        if not tps:
+        keys = [(t, p) for t in names for p in sorted(md.topics[t].partitions)]
+        if not keys:
             return []
-        marks = {}
-        for tp in tps:
-            low, high = c.get_watermark_offsets(tp, timeout=timeout, cached=False)
-            marks[(tp.topic, tp.partition)] = (low, high)
+        marks = watermarks(c, keys, timeout)
         starts = {k: low for k, (low, _) in marks.items()}
         if from_ms is not None:
             # First offset whose timestamp is at least from - skew; -1 means none: nothing to read.
@@ -102,7 +99,7 @@ def plan_cluster(
                 err, f"{name} cluster", settings, "READ", topic, note="the audit reads the topics"
             )
             raise AuditError(str(refusal.error("kmirror audit"))) from None
-        raise AuditError(f"{name} cluster: {exc.args[0].str()}") from None
+        raise AuditError(f"{name} cluster: {error_line(exc)}") from None
     finally:
         c.close()
 

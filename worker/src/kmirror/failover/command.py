@@ -30,7 +30,7 @@ from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
 from kmirror.failover.offsetsync import SYNC_TOPIC, Row, build_rows
-from kmirror.kafkaio import committed_offsets, group_state, is_active, true_ends
+from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
 
 EXIT_TARGET = 1
 EXIT_ACTIVE = 3
@@ -138,7 +138,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
     try:
         data = read_sync_data(target.settings, mirror, a.timeout)
     except KafkaException as exc:
-        raise FailoverError(f"target cluster {where}: {exc.args[0].str()}", EXIT_TARGET) from None
+        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     if not len(data.store):
         raise FailoverError(
             f"no offset sync data for mirror group {mirror!r} on the target ({where}, topic {SYNC_TOPIC}); "
@@ -168,7 +168,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
         finally:
             probe.close()
     except KafkaException as exc:
-        raise FailoverError(f"target cluster {where}: {exc.args[0].str()}", EXIT_TARGET) from None
+        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     rows = build_rows(
         data,
         group,
@@ -195,7 +195,7 @@ def cmd_failover(a: argparse.Namespace) -> int:
                 fut[group].result()
             except KafkaException as exc:
                 raise FailoverError(
-                    f"committing group {group!r} on the target ({where}): {exc.args[0].str()}", EXIT_TARGET
+                    f"committing group {group!r} on the target ({where}): {error_line(exc)}", EXIT_TARGET
                 ) from None
     # Ranges the mirror could not copy that the group had not read yet: it will not find them on the target.
     at = {(r.topic, r.partition): r.source_offset for r in rows}

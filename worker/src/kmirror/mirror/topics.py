@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - depends on the installed client
     AlterConfigOpType = None
 
 from kmirror.errors import KmirrorError
+from kmirror.kafkaio import error_line
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def current_configs(
         try:
             out[res.name] = replicable_configs(fut.result())
         except KafkaException as exc:
-            errors[res.name] = _reason(exc)
+            errors[res.name] = error_line(exc)
     return out, errors
 
 
@@ -198,7 +199,7 @@ def alter_configs(
         try:
             fut.result()
         except KafkaException as exc:
-            refused[res.name] = _reason(exc)
+            refused[res.name] = error_line(exc)
     return refused
 
 
@@ -266,7 +267,7 @@ class ConfigSync:
             changes = {t: config_changes(c, on_target[t]) for t, c in todo.items() if t in on_target}
             refused = alter_configs(self.target, {t: c for t, c in changes.items() if c}, self.timeout)
         except KafkaException as exc:
-            self._problem("*", f"topic config sync failed: {_reason(exc)}")
+            self._problem("*", f"topic config sync failed: {error_line(exc)}")
             return {}
         applied = {}
         for t, change in changes.items():
@@ -316,13 +317,8 @@ def add_partitions(admin: AdminClient, totals: Mapping[str, int], timeout: float
             fut.result()
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:
-                refused[name] = _reason(exc)
+                refused[name] = error_line(exc)
     return refused
-
-
-def _reason(exc: KafkaException) -> str:
-    err = exc.args[0] if exc.args else None
-    return err.str() if isinstance(err, KafkaError) else str(exc)
 
 
 def plan(
