@@ -450,6 +450,10 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         "log) and starts them again once the target is back, from the last offsets it flushed, so what they "
         "had copied since is copied again. MirrorMaker 1 and kmirror keep their group on the source: their "
         "producers wait for the target, and none of their outage runs copied a record twice.",
+        "",
+        "Not in this section (issue 21 asks for it): an application group failing over to the target "
+        "(MirrorMaker 2's checkpoints and sync.group.offsets against kmirror's `--groups`), records skipped "
+        "and read again; and a 5-minute outage.",
     ]
     if notes := sorted({r.note for r in runs if r.note}):
         lines += [
