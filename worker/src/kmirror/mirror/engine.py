@@ -47,6 +47,7 @@ from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
 from kmirror.failover.offsetsync import SYNC_TOPIC
 from kmirror.failover.writer import SyncWriter
+from kmirror.kafkaio import client_log
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
@@ -96,7 +97,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         self._waiting = False
         self.unacknowledged = 0  # records the target had not acknowledged when the stream stopped
         self.clean = False  # stopped with everything read acknowledged and committed
-        self._target_log = logging.getLogger("kmirror.librdkafka.producer")
+        self._target_log = client_log("producer")
         self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
         self._target_log.addFilter(TargetNoise(self))
         quiet_repeated_logins(self._target_log)
@@ -210,7 +211,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         # It fetches a partition again with incremental_assign: cooperative-sticky only (the default).
         if cooperative(spec.consumer):
             consumer_conf["auto.offset.reset"] = "error"
-        source_log = logging.getLogger("kmirror.librdkafka.consumer")
+        source_log = client_log("consumer")
         self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
         quiet_repeated_logins(source_log)
         self._session = session_watch(source_log)
