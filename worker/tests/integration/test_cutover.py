@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_harness import (
     KMIRROR,
@@ -48,8 +49,16 @@ def ends(cluster: KafkaCluster, topic: str, partitions: int) -> list[int]:
     from confluent_kafka import Consumer
 
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-count"})
+    deadline = time.monotonic() + 60
     try:
-        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+        while True:
+            try:
+                tps = [TopicPartition(topic, i) for i in range(partitions)]
+                return [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+            except KafkaException:  # e.g. NOT_LEADER_OR_FOLLOWER while a loaded broker moves a leader
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         c.close()
 
