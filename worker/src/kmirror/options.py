@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
         "defaults",
         help="the data-loss-safe client settings, as JSON",
         description="Print the required, default and engine-owned client settings as JSON "
-        "(the Ansible templates render these).",
+        "(role kmirror_config renders them from the same module).",
     )
     defaults.add_argument("--markdown", action="store_true", help="the table as published in the docs")
     lagcheck.register(sub)

@@ -8,8 +8,10 @@ Three kinds of setting live here:
 * ``ENGINE_OWNED``: settings the engine itself depends on; a file that sets them is refused
   whatever the flag, because the engine would not work as documented.
 
-The worker enforces these, ``kmirror check-config`` reports against them, the Ansible templates
-render them (``kmirror defaults --json``) and the docs table is generated from them.
+The worker enforces these and ``kmirror check-config`` reports against them. ``kmirror defaults``
+prints them (JSON; with ``--markdown`` the table docs/safe-defaults.md is generated from). Role
+kmirror_config's filter ``kmirror_client_properties`` imports this module on the controller, so the
+client files it renders take their values from ``completed``.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ def apply(settings: Mapping[str, str], role: Role) -> dict[str, str]:
 
 
 def table() -> dict[str, dict[str, list[dict[str, str]]]]:
-    """All of the above as plain data (for ``kmirror defaults --json``, templates and docs)."""
+    """All of the above as plain data (``kmirror defaults``, lookup plugin ``kmirror_safety``)."""
     return {
         role: {
             "required": [
@@ -191,8 +193,8 @@ def markdown() -> str:
         "",
         "Generated from `worker/src/kmirror/config/safety.py` by `kmirror defaults --markdown`; "
         "do not edit by hand."
-        " The worker enforces these, `kmirror check-config` reports against them, and the Ansible templates"
-        " render them (`kmirror defaults`).",
+        " The worker enforces these, `kmirror check-config` reports against them, and the Ansible role"
+        " `kmirror_config` renders them (filter `kmirror_client_properties`, which imports this module).",
         "",
         "| role | key | kmirror's value | a file may set | why |",
         "|---|---|---|---|---|",
