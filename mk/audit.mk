@@ -1,13 +1,13 @@
-# Mirror health: `kmirror lag` and the Spark completeness audit (worker/src/kmirror/{lagcheck,health}.py,
+# Mirror health: `kmirror lag` and the Spark completeness audit (worker/src/kmirror/health/,
 # worker/src/kmirror/audit/, roles/kmirror_audit, playbooks/audit.yml, molecule/audit). Included by the
 # Makefile after its VENV/BIN/STAMP definitions. Targets:
-#   make test-health      unit tests of the rules and the audit logic, then lag and audit against embedded
-#                         brokers (Spark local[2], and a standalone cluster of a master and two workers;
-#                         ~7-8 min on 2 cores, most of it Spark start-up)
+#   make test-health      unit tests of the rules and the audit logic, then lag and audit against Apache Kafka
+#                         test clusters (kmirror.testing.kafka; Spark local[2], and a standalone cluster of a
+#                         master and two workers; docs/health.md, Tests)
 #   make bench-audit      the audit command (cold) and a warm session vs the raw two-process read of the same
 #                         data -> docs/benchmarks.md (its own section between <!-- audit:begin/end -->
-#                         markers; ~20-30 min, 5 runs per contender; under flock /tmp/kmirror-bench.lock)
-#   make lint-audit       ansible-lint --profile production on the audit role and playbook
+#                         markers; 5 runs per contender; under flock /tmp/kmirror-bench.lock)
+#   make lint-audit       ansible-lint --profile production on the audit role, playbook and scenario
 #   make molecule-audit   the audit role on a real systemd-nspawn guest (root; Java via an apt proxy)
 
 .PHONY: test-health bench-audit lint-audit molecule-audit
