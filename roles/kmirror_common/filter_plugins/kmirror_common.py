@@ -1,8 +1,9 @@
 """Filters every kmirror role shares (role kmirror_common, a dependency of each).
 
 Selecting sources: every playbook and role reads one variable, ``kmirror_sources_selected`` (names of
-source clusters, a list or a comma-separated string; empty means every source). The names it replaced are
-still read for one release, with a warning naming the new variable (``kmirror_sources_from_renamed``).
+source clusters, a list or a comma-separated string; empty means every source). The deprecated names
+it replaced (CHANGELOG.md) are still read, with a warning naming the new variable
+(``kmirror_sources_from_renamed``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-# The spellings of "which sources" before kmirror_sources_selected (read, with a warning, for one release).
+# The deprecated variables kmirror_sources_selected replaced (CHANGELOG.md): read, with a warning.
 SELECTION_RENAMED = (
     "kmirror_new_source",
     "kmirror_remove_source",
