@@ -32,7 +32,7 @@ import logging
 import re
 import time
 
-from confluent_kafka import OFFSET_END, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, Message, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.failover.offsetsync import Gap
@@ -47,6 +47,7 @@ GAP_POLICIES = ("continue", "stop")
 # "Partition log truncation detected at offset 80 (leader epoch 0): broker end offset is 50 ...").
 TRUNCATED_AT = re.compile(r"truncation detected at offset (\d+)")
 EARLIEST = {"smallest", "earliest", "beginning"}
+WATERMARK_PATIENCE_S = 30.0
 LATEST = {"largest", "latest", "end"}
 
 
@@ -81,21 +82,23 @@ class Gaps(StreamState):
         truncated = TRUNCATED_AT.search(m.error().str())
         if (wanted is None or wanted < 0) and truncated:
             wanted = int(truncated.group(1))
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         where = f"source cluster {self.spec.source} topic {topic} partition {partition}"
         if wanted is None or wanted < 0:
+            # No committed offset: no watermarks needed (a partition just added to the topic may not be in
+            # the consumer's metadata yet: asking for its watermarks fails with "Unknown partition").
             policy = self.spec.consumer.get("auto.offset.reset", "earliest")
             if policy in LATEST:
-                self._restart_at(topic, partition, high)
+                self._restart_at(topic, partition, OFFSET_END)
             elif policy in EARLIEST:
                 # Where the assignment's sync point said reading starts: the same run (--groups).
-                self._restart_at(topic, partition, low, new_run=False)
+                self._restart_at(topic, partition, OFFSET_BEGINNING, new_run=False)
             else:
                 raise KmirrorError(
                     f"{self.spec.label}: {where} has no committed offset and auto.offset.reset={policy}: set "
                     "auto.offset.reset=earliest (or latest) in the consumer file"
                 )
             return
+        low, high = self._watermarks(topic, partition)
         if wanted < low:
             self._gap(
                 where,
@@ -160,6 +163,23 @@ class Gaps(StreamState):
                 "source's log start"
             )
 
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """The partition's log start and end, asked of its leader; asked again for up to
+        WATERMARK_PATIENCE_S while the answer is a passing error (a leader moving, metadata behind)."""
+        consumer = self.consumer
+        assert consumer is not None
+        deadline = time.monotonic() + WATERMARK_PATIENCE_S
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=10, cached=False
+                )
+                return int(low), int(high)
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def _restart_at(self, topic: str, partition: int, offset: int, *, new_run: bool = True) -> None:
         """Fetch the partition again from ``offset`` (librdkafka keeps a partition whose reset failed
         stopped until it is assigned again: a seek is refused)."""
@@ -168,7 +188,7 @@ class Gaps(StreamState):
         if new_run and self._read_counts is not None:  # a new run (kmirror.failover.offsetsync)
             self._read_counts[(topic, partition)] = 0
         if new_run and self._offset_syncs is not None:
-            self._offset_syncs.restarted(topic, partition)
-        start = TopicPartition(topic, partition, offset if offset >= 0 else OFFSET_END)
+            self._offset_syncs.continued_after_gap(topic, partition)
+        start = TopicPartition(topic, partition, offset)  # an offset, OFFSET_BEGINNING or OFFSET_END
         consumer.incremental_unassign([TopicPartition(topic, partition)])
         consumer.incremental_assign([start])
