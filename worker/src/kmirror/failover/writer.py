@@ -156,6 +156,13 @@ class SyncWriter:
         run, whose record count starts at 0."""
         self.runs[(topic, partition)] = uuid.uuid4().hex[:12]
 
+    def continued_after_gap(self, topic: str, partition: int) -> None:
+        """A new run after a gap, and the topic's id read again: a topic deleted and recreated faster
+        than the consumer's metadata noticed is never revoked and assigned again, so its new id is
+        learnt here (otherwise its points would carry the old topic's id)."""
+        self.restarted(topic, partition)
+        self._topic_ids([topic])
+
     def commit_point(
         self,
         positions: Iterable[TopicPartition],
