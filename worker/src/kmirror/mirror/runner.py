@@ -247,6 +247,10 @@ def _pump(reports: Queue[Snapshot], collector: Collector) -> None:
         collector.update(reports.get())
 
 
+# How long run() waits for the group sync threads to finish their step and close their clients.
+SYNC_JOIN_S = 15.0
+
+
 def run(
     specs: list[StreamSpec],
     level: str = "INFO",
@@ -259,15 +263,39 @@ def run(
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
     first, so that a port it cannot take stops the run before anything starts), None without one.
     `preflight`: called before anything starts (kmirror.mirror.cutover: the group check, --initial.offsets);
-    what it raises stops the run."""
+    what it raises stops the run. The group sync threads are stopped and joined before it returns: a
+    thread still inside a librdkafka call while the interpreter exits can crash the process (SIGSEGV)."""
+    threads: list[threading.Thread] = []
+    stop_syncs = threading.Event()
+    try:
+        return _run(
+            specs, level, collector, group_syncs, log_format, preflight=preflight, syncs=(threads, stop_syncs)
+        )
+    finally:
+        stop_syncs.set()
+        deadline = time.monotonic() + SYNC_JOIN_S
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _run(
+    specs: list[StreamSpec],
+    level: str,
+    collector: Collector | None,
+    group_syncs: list[GroupSync] | None,
+    log_format: str,
+    *,
+    preflight: Callable[[], None] | None,
+    syncs: tuple[list[threading.Thread], threading.Event],
+) -> int:
     if preflight is not None:
         preflight()
     refusals: list[KmirrorError] = []
     ctx = multiprocessing.get_context("spawn")
     said_flag: Synchronized[int] = ctx.Value("i", 0)  # an ERROR line was logged (by any stream process)
     said = FirstError(said_flag)
-    if group_syncs:  # threads of this (supervisor) process; daemons, they end with it
-        stop_syncs = threading.Event()
+    threads, stop_syncs = syncs
+    if group_syncs:  # threads of this (supervisor) process, stopped and joined by run()
 
         def refused(exc: KmirrorError) -> None:
             # A group sync refused for lack of an ACL (its one ERROR line is logged): the streams stop as
@@ -283,9 +311,9 @@ def run(
 
         for g in group_syncs:
             g.on_refused = refused
-            threading.Thread(
-                target=g.run, args=(stop_syncs,), daemon=True, name=f"groupsync-{g.source}"
-            ).start()
+            t = threading.Thread(target=g.run, args=(stop_syncs,), daemon=True, name=f"groupsync-{g.source}")
+            t.start()
+            threads.append(t)
         if collector is not None:
             collector.extra.append(lambda: metric_families(group_syncs))
     if collector is not None:
