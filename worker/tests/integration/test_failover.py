@@ -685,6 +685,33 @@ def commit_group(cluster: Cluster, group: str, offsets_: dict[tuple[str, int], i
     commit_offsets(cluster, group, offsets_)
 
 
+def groups_worker(tmp_path: Path, src: Cluster, tgt: Cluster, topic: str) -> Worker:
+    """One stream mirroring `topic` with the groups app-.* synced, a sync point every 30 s (commit points)."""
+    return Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            topic,
+            "--num.streams",
+            "1",
+            "--groups",
+            "app-.*",
+            "--sync.group.offsets.interval.ms",
+            SYNC_MS,
+            "--offset.commit.interval.ms",
+            "30000",
+        ),
+    )
+
+
+def exact_checkpoints(tgt: Cluster, group: str, partitions: int) -> bool:
+    """Every partition of `group` checkpointed at a sync point of its own offset (exact translation)."""
+    cps = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").group_checkpoints(group)
+    return len(cps) == partitions and all(cp.sync_source == cp.source for cp in cps.values())
+
+
 def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, workers):
     """Issue 24, item 1: a 60,000-record backlog per partition copied within one commit interval, so the
     only sync points are the start and the end. Groups committed near the start, in the middle and near
@@ -707,23 +734,7 @@ def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, wo
         groups = {"app-start": 100, "app-middle": 24_000, "app-end": 59_990}
         for group, offset in groups.items():
             commit_group(src, group, {("backlog", part): offset for part in range(partitions)})
-        w = Worker(
-            tmp_path,
-            run_args(
-                consumer_file(tmp_path, src),
-                producer_file(tmp_path, tgt),
-                "--whitelist",
-                "backlog",
-                "--num.streams",
-                "1",
-                "--groups",
-                "app-.*",
-                "--sync.group.offsets.interval.ms",
-                SYNC_MS,
-                "--offset.commit.interval.ms",
-                "30000",
-            ),
-        )
+        w = groups_worker(tmp_path, src, tgt, "backlog")
         workers.append(w)
         wait_until(
             lambda: (
@@ -735,8 +746,7 @@ def test_groups_in_a_backlog_copied_at_full_speed_fail_over_exactly(tmp_path, wo
         )
 
         def exact(group: str) -> bool:
-            cps = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").group_checkpoints(group)
-            return len(cps) == partitions and all(cp.sync_source == cp.source for cp in cps.values())
+            return exact_checkpoints(tgt, group, partitions)
 
         for group in groups:
             try:
@@ -792,29 +802,12 @@ def test_a_group_a_million_records_behind_fails_over_exactly(tmp_path, workers):
         assert p.flush(120) == 0
         for group, offset in groups.items():
             commit_group(src, group, {(topic, 0): offset})
-        w = Worker(
-            tmp_path,
-            run_args(
-                consumer_file(tmp_path, src),
-                producer_file(tmp_path, tgt),
-                "--whitelist",
-                topic,
-                "--num.streams",
-                "1",
-                "--groups",
-                "app-.*",
-                "--sync.group.offsets.interval.ms",
-                SYNC_MS,
-                "--offset.commit.interval.ms",
-                "30000",
-            ),
-        )
+        w = groups_worker(tmp_path, src, tgt, topic)
         workers.append(w)
         wait_until(lambda: committed(src, "mirror", topic, 1) == {0: total}, 600, "the partition mirrored")
 
         def exact(group: str) -> bool:
-            cps = read_sync_data({"bootstrap.servers": tgt.bootstrap}, "mirror").group_checkpoints(group)
-            return len(cps) == 1 and all(cp.sync_source == cp.source for cp in cps.values())
+            return exact_checkpoints(tgt, group, 1)
 
         for group in groups:
             wait_until(lambda g=group: exact(g), 120, f"an exact checkpoint of {group}")
