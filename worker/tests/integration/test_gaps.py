@@ -158,6 +158,44 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     assert w.stop() == 0, w.log()
 
 
+def test_a_topic_recreated_while_the_mirror_is_stopped_is_mirrored_from_its_new_beginning(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    """Deleted and recreated while no mirror runs: on restart the new topic is mirrored from its first
+    record (Kafka drops the group's offsets of a deleted topic; had it kept them, the offset past the new
+    end would be a named gap), nothing of it is missing, and only the new topic's sync points remain."""
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.recreated-stopped"
+    create_topic(src, topic, 1)
+    old = make_records(topic, 1, PER_PARTITION)
+    produce(src, old)
+    groups = ("--groups", "app-none")
+    w = mirror(tmp_path, src, tgt, topic, *groups)
+    assert_mirrored(old, read_all(tgt, [topic], len(old), timeout=90))
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120)
+    assert w.stop() == 0, w.log()
+    admin = AdminClient({"bootstrap.servers": src.bootstrap})
+    for f in admin.delete_topics([topic]).values():
+        f.result()
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 120, "the topic deleted")
+    create_topic(src, topic, 1)
+    new = make_records(topic, 1, 10, start=1000)
+    produce(src, new)
+    w = mirror(tmp_path, src, tgt, topic, *groups)
+    workers.append(w)
+    on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
+    assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
+    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
+    new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
+
+    def points() -> list:
+        return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
+
+    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
+    assert {p.topic_id for p in points()} == {new_id}, points()
+    assert w.stop() == 0, w.log()
+
+
 def test_a_gap_is_kept_on_the_target_and_named_by_failover(
     tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
 ) -> None:
