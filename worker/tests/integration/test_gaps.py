@@ -124,6 +124,17 @@ def test_gap_policy_stop_exits_4_and_commits_nothing_past_the_gap(
     assert committed(src, f"g-{topic}", topic, 2)[1] == PER_PARTITION
 
 
+def only_new_topic_points(tgt: KafkaCluster, admin: AdminClient, topic: str) -> None:
+    """The mirror's failover sync points of partition 0 are the recreated topic's only (--groups)."""
+    new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
+
+    def points() -> list:
+        return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
+
+    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
+    assert {p.topic_id for p in points()} == {new_id}, points()
+
+
 def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
 ) -> None:
@@ -147,14 +158,8 @@ def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
     assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
     assert w.proc.poll() is None, w.log()
     # The failover sync points of the old topic are not used for the new one (--groups).
-    new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
     wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
-
-    def points() -> list:
-        return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
-
-    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
-    assert {p.topic_id for p in points()} == {new_id}, points()
+    only_new_topic_points(tgt, admin, topic)
     assert w.stop() == 0, w.log()
 
 
@@ -186,13 +191,7 @@ def test_a_topic_recreated_while_the_mirror_is_stopped_is_mirrored_from_its_new_
     on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
     assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
     wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
-    new_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
-
-    def points() -> list:
-        return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
-
-    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
-    assert {p.topic_id for p in points()} == {new_id}, points()
+    only_new_topic_points(tgt, admin, topic)
     assert w.stop() == 0, w.log()
 
 
