@@ -58,6 +58,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         replication_factor=a.replication_factor,
         static_membership=a.static_membership,
         gap_policy=a.gap_policy,
+        provenance_header=a.provenance_header,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
         initial_offsets=a.initial_offsets,

@@ -214,6 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/runbooks/source-gap.md)",
     )
     run.add_argument(
+        "--provenance.header.enable",
+        dest="provenance_header",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="true|false",
+        help="each copy carries a header kmirror.origin naming the record it copies (source cluster id, "
+        "partition, offset, topic; a header already there is kept), and records whose origin is the target "
+        "cluster are not copied back (counted: kmirror_skipped_origin_total, the stats line's "
+        "skipped_origin). For two data centres mirroring the same topics both ways "
+        "(docs/runbooks/active-active.md). Default false: copies stay byte-identical",
+    )
+    run.add_argument(
         "--groups",
         dest="groups",
         metavar="REGEX",

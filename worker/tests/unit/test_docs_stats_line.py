@@ -47,7 +47,16 @@ def test_the_formatters_line_is_the_documented_one() -> None:
     line = metrics.stats_line(spec.label, second, first)
     assert documented_pattern().fullmatch(line), (line, documented_stats_line())
     # The values are the snapshot's, in the documented order.
-    assert re.findall(r"\d+", line.split(": stats ", 1)[1]) == ["1500", "1400", "50", "12", "100", "3", "0"]
+    assert re.findall(r"\d+", line.split(": stats ", 1)[1]) == [
+        "1500",
+        "1400",
+        "50",
+        "12",
+        "100",
+        "3",
+        "0",
+        "0",
+    ]
 
 
 def test_the_pattern_refuses_another_format() -> None:

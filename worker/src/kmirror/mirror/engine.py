@@ -55,6 +55,7 @@ from kmirror.mirror.gaps import Gaps, cooperative
 from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
+from kmirror.mirror.provenance import Headers, Stamp
 from kmirror.mirror.reach import Reachability
 from kmirror.mirror.repeats import repeats
 from kmirror.mirror.spec import (
@@ -110,6 +111,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         self._offset_syncs: SyncWriter | None = None
         # --groups: the records read of each partition since its run began (kmirror.failover.offsetsync).
         self._read_counts: dict[tuple[str, int], int] | None = {} if spec.offset_syncs else None
+        # --provenance.header.enable: the origin header each copy carries (kmirror.mirror.provenance).
+        self._stamp: Stamp | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,6 +161,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         try:
             try:
                 self._wait_until_reachable()
+                if spec.provenance and not self._stop:
+                    self._stamp = self._provenance()
                 if not self._stop:
                     self._refresh_topics()
                 while not self._stop:
@@ -199,6 +204,25 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                 spec.label,
                 self.unacknowledged,
             )
+
+    def _provenance(self) -> Stamp:
+        """The origin stamp of this source and target, from their cluster ids."""
+        ids = []
+        for side, admin in (("source", self._source_admin), ("target", self._target_admin)):
+            cluster_id = admin.list_topics(timeout=30).cluster_id
+            if not cluster_id:
+                raise KmirrorError(
+                    f"{self.spec.label}: the {side} cluster reports no cluster id; "
+                    "--provenance.header.enable needs one (Apache Kafka 0.10.1 or later)"
+                )
+            ids.append(cluster_id)
+        if ids[0] == ids[1]:
+            raise KmirrorError(
+                f"{self.spec.label}: source and target are the same cluster ({ids[0]}): check "
+                "bootstrap.servers in the consumer and producer files"
+            )
+        log.info("%s: provenance headers on: source cluster %s, target cluster %s", self.spec.label, *ids)
+        return Stamp(ids[0], ids[1])
 
     def _join(self) -> None:
         """A consumer of the stream's group: at the start, and again after a fencing of its own doing."""
@@ -286,6 +310,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         next_commit, next_refresh, next_stats = now + commit_every, now + refresh_every, now + stats_every
         next_report = now + REPORT_INTERVAL_S
         counts = self._read_counts
+        stamp = self._stamp
+        headers: Headers | None
         while not self._stop:
             batch = consume(batch_size, 0.2)
             events = 0  # consumer events among the records (errors, offset resets): not records
@@ -296,6 +322,12 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                     continue
                 t = m.topic()
                 p = m.partition()
+                if stamp is None:
+                    headers = m.headers()
+                else:
+                    headers = stamp(m, t, p)
+                    if headers is None:  # its origin is the target: not copied back (counted)
+                        continue
                 try:
                     produces[p % n_producers](
                         t,
@@ -303,7 +335,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                         m.key(),
                         -1 if t in hashed else p,
                         timestamp=max(m.timestamp()[1], 0),
-                        headers=m.headers(),
+                        headers=headers,
                     )
                 except BufferError:
                     if not self._wait_for_room(m):
@@ -315,6 +347,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                         break
             if batch:
                 snap.records_in += len(batch) - events
+                if stamp is not None:
+                    snap.skipped_origin = stamp.skipped
                 if counts is not None:  # --groups only: one pass per batch, apart from the produce loop
                     for m in batch:
                         if m.error() is None:
@@ -349,6 +383,10 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
 
     def _produce_one(self, m: Message) -> None:
         t, p = m.topic(), m.partition()
+        headers = m.headers() if self._stamp is None else self._stamp(m, t, p)
+        if headers is None and self._stamp is not None:
+            self.snap.skipped_origin = self._stamp.skipped
+            return  # its origin is the target: not copied back
         producer = self.producers[p % len(self.producers)]
         producer.produce(
             t,
@@ -356,7 +394,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             m.key(),
             -1 if t in self._hashed else p,
             timestamp=max(m.timestamp()[1], 0),
-            headers=m.headers(),
+            headers=headers,
         )
 
     def _wait_for_room(self, m: Message) -> bool:
@@ -401,7 +439,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         assert consumer is not None
         if not self._drain(None, rebalance=partitions is not None):
             return
-        self.snap.records_out = self.snap.records_in
+        self.snap.records_out = self.snap.records_in - self.snap.skipped_origin
         parts = consumer.assignment() if partitions is None else partitions
         if not parts:
             return

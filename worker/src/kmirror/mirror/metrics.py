@@ -60,6 +60,7 @@ class Snapshot:
     unassigned_seconds: float = 0.0  # how long it has had none (0 while it has some)
     gaps: int = 0  # offset ranges the source no longer had when the stream needed them (kmirror.mirror.gaps)
     gap_records: dict[str, int] = field(default_factory=dict)  # topic -> records lost in those gaps
+    skipped_origin: int = 0  # records not copied: their provenance header names the target (provenance)
     taken: float = field(default_factory=time.time)
 
 
@@ -198,6 +199,8 @@ class Collector(_Collector):
             "commits": "Offset commits (each after the target acknowledged everything before it)",
             "gaps": "Offset ranges the source no longer had when the stream had to continue from them "
             "(purged before they were mirrored, or truncated or recreated below its position)",
+            "skipped_origin": "Records not copied because their provenance header names the target cluster "
+            "as their origin (--provenance.header.enable: they would go back where they were written)",
         }
         with self._lock:
             snaps = list(self.latest.values())
@@ -284,5 +287,5 @@ def stats_line(label: str, snap: Snapshot, previous: Snapshot | None) -> str:
     return (
         f"{label}: stats in={snap.records_in} out={snap.records_out} rate={rate:.0f}/s "
         f"lag={sum(snap.partition_lag.values())} queue={snap.queue_depth} commits={snap.commits} "
-        f"send_errors={snap.send_errors}"
+        f"send_errors={snap.send_errors} skipped_origin={snap.skipped_origin}"
     )

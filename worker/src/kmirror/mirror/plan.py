@@ -51,6 +51,7 @@ class MirrorOptions:
     # consumer file sets group.instance.id (docs/deployment.md, Restarts).
     static_membership: bool = True
     gap_policy: str = "continue"  # --gap.policy: continue or stop at a gap (kmirror.mirror.gaps)
+    provenance_header: bool = False  # --provenance.header.enable (kmirror.mirror.provenance)
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
     # --initial.offsets: where partitions without a committed offset start (kmirror.mirror.cutover)
@@ -101,6 +102,7 @@ class MirrorPlan:
                 unassigned_warn_s=unassigned_warn_s(s.config.settings),
                 offset_syncs=o.groups is not None,
                 gap_policy=o.gap_policy,
+                provenance=o.provenance_header,
             )
             for s in self.sources
             for i in range(self.streams_per_source)

@@ -34,6 +34,9 @@ class StreamSpec:
     offset_syncs: bool = False
     # At a gap (the source no longer has the offset to continue from): continue or stop (kmirror.mirror.gaps).
     gap_policy: str = "continue"
+    # Each copy names its origin in a header; records whose origin is the target are not copied back
+    # (--provenance.header.enable; kmirror.mirror.provenance).
+    provenance: bool = False
 
     @property
     def label(self) -> str:
