@@ -38,6 +38,8 @@ from kmirror.audit import job
 from kmirror.audit import spark as audit_spark
 from kmirror.audit.scope import SOURCE, TARGET, tasks
 
+pytestmark = pytest.mark.audit
+
 BASE_TS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 MINUTE = 60_000
 AUDIT = [sys.executable, "-m", "kmirror.audit"]

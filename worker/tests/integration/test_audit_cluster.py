@@ -26,6 +26,8 @@ from test_audit import BASE_TS, audit_cli, located, plant
 from kmirror.audit import job
 from kmirror.testing.embedded import free_port
 
+pytestmark = pytest.mark.audit
+
 SPARK_HOME = Path(pyspark.__file__).parent
 # What Spark's own scripts (load-spark-env.sh) set: a worker needs it to build its executors' command.
 SCALA = next(SPARK_HOME.glob("jars/spark-core_*.jar")).name.split("_")[1].split("-")[0]

@@ -3,12 +3,16 @@ how the report names them (lost on the source before mirroring, never missing on
 
 from __future__ import annotations
 
+import pytest
+
 from kmirror.audit import report
 from kmirror.audit.diff import BucketRow, classify, compare_sums
 from kmirror.audit.gaps import SourceGaps, describe, in_window
 from kmirror.audit.scope import SOURCE, TARGET, Span
 from kmirror.config.filters import TopicFilter
 from kmirror.failover.offsetsync import Gap
+
+pytestmark = pytest.mark.audit
 
 NOW = 1_700_000_000_000
 MIN = 60_000

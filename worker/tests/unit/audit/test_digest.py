@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from kmirror.audit import digest, match, source
 from kmirror.audit.digest import bucket_counts, differing, record_digests, reducer_of
 from kmirror.audit.scope import Span
 from kmirror.audit.source import COUNTS_ROW, DigestedSpan
+
+pytestmark = pytest.mark.audit
 
 
 def lanes(keys, values, headers):

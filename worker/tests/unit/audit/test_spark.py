@@ -11,6 +11,8 @@ import pytest
 
 from kmirror.audit import spark
 
+pytestmark = pytest.mark.audit
+
 PLANTED = "appender.evil.type = File\nappender.evil.fileName = /home/operator/.bashrc\n"
 
 
