@@ -1,9 +1,10 @@
 # Mirror health: `kmirror lag` and the Spark completeness audit (worker/src/kmirror/health/,
 # worker/src/kmirror/audit/, roles/kmirror_audit, playbooks/audit.yml, molecule/audit). Included by the
 # Makefile after its VENV/BIN/STAMP definitions. Targets:
-#   make test-health      unit tests of the rules and the audit logic, then lag and audit against Apache Kafka
-#                         test clusters (kmirror.testing.kafka; Spark local[2], and a standalone cluster of a
-#                         master and two workers; docs/health.md, Tests)
+#   make test-health      the tests marked health or audit (pytest.ini): unit tests of the rules and the audit
+#                         logic, then lag and audit against Apache Kafka test clusters (kmirror.testing.kafka;
+#                         Spark local[2], and a standalone cluster of a master and two workers; docs/health.md,
+#                         Tests)
 #   make bench-audit      the audit command (cold) and a warm session vs the raw two-process read of the same
 #                         data -> docs/benchmarks.md (its own section between <!-- audit:begin/end -->
 #                         markers; 5 runs per contender; under flock /tmp/kmirror-bench.lock)
@@ -13,9 +14,7 @@
 .PHONY: test-health bench-audit lint-audit molecule-audit
 
 test-health: install ## lag and audit rules, then lag and the Spark audit against embedded brokers
-	$(BIN)/pytest -q --timeout 900 worker/tests/unit/test_health.py worker/tests/unit/test_audit_logic.py \
-		worker/tests/integration/test_lag.py worker/tests/integration/test_audit.py \
-		worker/tests/integration/test_audit_cluster.py
+	$(BIN)/pytest -q --timeout 900 -m "health or audit" worker/tests/unit worker/tests/integration
 
 bench-audit: install ## audit command vs the raw two-process read -> docs/benchmarks.md (bench lock)
 	flock /tmp/kmirror-bench.lock $(BIN)/python bench/audit.py --write docs/benchmarks.md

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_tools import LATEST, describe_group, offsets
@@ -16,6 +17,8 @@ from mirror_harness import commit_offsets, create_topic, make_records, produce, 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health
 from kmirror.health.rules import Status
+
+pytestmark = pytest.mark.health
 
 LAG = [sys.executable, "-m", "kmirror.health.lagcheck"]
 

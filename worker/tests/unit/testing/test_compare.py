@@ -1,6 +1,5 @@
-"""Pure parts of kmirror.testing.compare and kmirror.health.lag."""
+"""kmirror.testing.compare: a copy compared with its source, topic by topic."""
 
-from kmirror.health.lag import NO_OFFSET, compute, total
 from kmirror.testing.compare import compare
 
 
@@ -28,20 +27,3 @@ def test_missing_duplicates_and_order():
 def test_record_in_the_wrong_partition_is_missing_there():
     row = compare({("t", 0): [rec(1)]}, {("t", 1): [rec(1)]})["t"]
     assert row.missing == 1 and row.target_records == 1 and not row.identical
-
-
-def test_lag_rows_like_the_offset_checker():
-    rows = compute(
-        "g",
-        {("t", 0): 5, ("t", 1): 3},
-        {("t", 0): 0, ("t", 1): 0, ("t", 2): 2},
-        {("t", 0): 5, ("t", 1): 4, ("t", 2): 9},
-        {("t", 0): "c1@h"},
-    )
-    assert [(r.partition, r.offset, r.log_size, r.lag, r.owner) for r in rows] == [
-        (0, 5, 5, 0, "c1@h"),
-        (1, 3, 4, 1, "none"),
-        (2, NO_OFFSET, 9, 7, "none"),
-    ]
-    assert total(rows) == 8
-    assert rows[0].as_dict()["log_size"] == 5
