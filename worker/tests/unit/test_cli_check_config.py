@@ -15,8 +15,7 @@ from reference_samples import ZK_PRODUCER as REFERENCE_PRODUCER
 
 from kmirror.cli import main
 from kmirror.config import load_client_config
-from kmirror.config.converters import check_brokers
-from kmirror.errors import ConfigError, ConfigProblems, Problems
+from kmirror.errors import ConfigProblems
 
 pytestmark = pytest.mark.usefixtures("cli_checks_only")  # worker/tests/unit/conftest.py
 
@@ -125,70 +124,3 @@ def test_run_stops_at_the_first_files_problems_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 1, err
     assert err.startswith(f"kmirror run: error: {p}: partitioner: kmirror sets partitioner=murmur2_random")
     assert err.rstrip().endswith("(and 1 more problem: kmirror check-config lists them all)"), err
-
-
-def test_unsafe_value_message_explains_the_safe_value():
-    """The bracket explains the value to set, right after it (it used to follow the unsafe value it
-    does not describe: "acks=1 is unsafe (a record is acknowledged only once every in-sync replica...)")."""
-    from kmirror.config import safety
-
-    (v,) = safety.violations({"acks": "1"}, "producer", "p.properties")
-    assert v.render() == (
-        "p.properties: acks=1 is unsafe; set acks=all (a record is acknowledged only once every in-sync "
-        "replica of the target has it) or pass --allow.unsafe to run anyway"
-    )
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        "kafka1:9092",
-        "kafka1:9092,kafka2:9093",
-        " kafka1:9092 , ,kafka2:9093,",
-        "10.0.0.1:6667",
-        "[::1]:9092",
-        "[fe80::1%eth0]:9092",
-        "SSL://kafka1:9093",
-        "my_host.example.com:1",
-    ],
-)
-def test_broker_lists_java_accepts(value):
-    check_brokers(value, "f.properties")
-
-
-@pytest.mark.parametrize(
-    ("value", "hint"),
-    [
-        ("kafka-source-server3-6667", "did you mean kafka-source-server3:6667?"),
-        ("kafka1", None),
-        ("kafka1:", None),
-        ("kafka1:0", None),
-        ("kafka1:65536", None),
-        ("kafka1:9092,kafka2", None),
-        ("::1:9092", None),
-    ],
-)
-def test_broker_addresses_without_a_port_refused(value, hint):
-    """Java's clients refuse an address without a port ("Invalid url in bootstrap.servers"); librdkafka
-    would quietly use 9092, so a typo such as server3-6667 for server3:6667 would go unnoticed."""
-    with pytest.raises(ConfigError) as info:
-        check_brokers(value, "f.properties")
-    line = info.value.render()
-    assert line.startswith("f.properties: bootstrap.servers: broker address ")
-    assert "give every broker as HOST:PORT" in line
-    assert (hint in line) if hint else ("did you mean" not in line)
-
-
-def test_problems_collector_flattens_and_raises_one_or_all():
-    found = Problems()
-    found.raise_any()  # nothing found: nothing raised
-    with found.check():
-        raise ConfigError("a", origin="f", key="k1")
-    with pytest.raises(ConfigError) as one:
-        found.raise_any()
-    assert not isinstance(one.value, ConfigProblems) and one.value.key == "k1"
-    with found.check():
-        raise ConfigProblems([ConfigError("b", key="k2"), ConfigError("c", key="k3")])
-    with pytest.raises(ConfigProblems) as many:
-        found.raise_any()
-    assert [p.key for p in many.value.problems] == ["k1", "k2", "k3"]

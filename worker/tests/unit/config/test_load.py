@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from reference_samples import SAMPLE_CONSUMER, SAMPLE_PRODUCER, ZK_CONSUMER, ZK_PRODUCER
 
-from kmirror.config import MASK, ClientConfig, is_secret, load_client_config, masked, translate
+from kmirror.config import MASK, ClientConfig, load_client_config, translate
 from kmirror.errors import ConfigError
 
 BOOT = "bootstrap.servers=127.0.0.1:1\n"
@@ -499,26 +499,3 @@ def test_missing_jaas_file(tmp_path):
     text = BOOT + f"security.protocol=SASL_SSL\njava.security.auth.login.config={tmp_path / 'none.conf'}\n"
     msg = refusal(tmp_path, text, "producer")
     assert "none.conf" in msg
-
-
-# --- masking ---
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        "sasl.password",
-        "ssl.key.password",
-        "ssl.keystore.password",
-        "ssl.key.pem",
-        "sasl.oauthbearer.client.secret",
-    ],
-)
-def test_secret_keys_are_masked(key):
-    assert is_secret(key)
-    assert masked({key: "hunter2", "client.id": "c"}) == {key: MASK, "client.id": "c"}
-
-
-def test_plain_keys_are_not_secret():
-    for key in ("bootstrap.servers", "sasl.username", "group.id", "ssl.ca.location"):
-        assert not is_secret(key)

@@ -21,7 +21,7 @@ from kmirror.config.filters import compile_filter, mirrormaker_pattern
 from kmirror.errors import ConfigError
 from kmirror.testing import jars
 
-ORACLE = Path(__file__).parent / "java" / "FilterOracle.java"
+ORACLE = Path(__file__).parents[1] / "java" / "FilterOracle.java"
 SEED = 20
 PATTERNS = 4000
 NAME_CHARS = "aabbAB.-_19é\n,|"

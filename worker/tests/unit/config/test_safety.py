@@ -274,3 +274,15 @@ def test_table_lists_required_defaults_and_engine_owned():
     assert {r["key"]: r["value"] for r in table["consumer"]["required"]} == {"enable.auto.commit": "false"}
     assert {"key": "auto.offset.reset", "value": "earliest"} in table["consumer"]["defaults"]
     assert all(r["why"] for role in table.values() for r in role["required"])
+
+
+def test_unsafe_value_message_explains_the_safe_value():
+    """The bracket explains the value to set, right after it (it used to follow the unsafe value it
+    does not describe: "acks=1 is unsafe (a record is acknowledged only once every in-sync replica...)")."""
+    from kmirror.config import safety
+
+    (v,) = safety.violations({"acks": "1"}, "producer", "p.properties")
+    assert v.render() == (
+        "p.properties: acks=1 is unsafe; set acks=all (a record is acknowledged only once every in-sync "
+        "replica of the target has it) or pass --allow.unsafe to run anyway"
+    )

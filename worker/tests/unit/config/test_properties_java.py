@@ -21,7 +21,7 @@ from kmirror.config.properties import decode_properties
 from kmirror.errors import ConfigError
 from kmirror.testing import jars
 
-ORACLE = Path(__file__).with_name("java") / "PropertiesOracle.java"
+ORACLE = Path(__file__).parents[1] / "java" / "PropertiesOracle.java"
 CASES = 3000
 
 KEY_PIECES = [
