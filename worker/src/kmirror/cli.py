@@ -59,6 +59,8 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         static_membership=a.static_membership,
         gap_policy=a.gap_policy,
         provenance_header=a.provenance_header,
+        topic_rename_format=a.topic_rename_format,
+        target_name=a.target_name,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
         initial_offsets=a.initial_offsets,

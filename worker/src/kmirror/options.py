@@ -228,6 +228,23 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/runbooks/active-active.md). Default false: copies stay byte-identical",
     )
     run.add_argument(
+        "--topic.rename.format",
+        dest="topic_rename_format",
+        metavar="FORMAT",
+        help="destination topic names: FORMAT with ${topic} (exactly once) and ${source} (--source.name), "
+        "e.g. '${source}.${topic}' (MirrorMaker 2's layout) or '${topic}.replica'; topic creation, config "
+        "and partition sync follow it. Default: the source topic's name. Not yet with --groups or "
+        "--initial.offsets target-end (docs/runbooks/active-active.md)",
+    )
+    run.add_argument(
+        "--target.name",
+        dest="target_name",
+        metavar="NAME",
+        help="the target cluster's name (the inventory's); with a --topic.rename.format holding ${source}, "
+        "source topics named as copies from the target (FORMAT with ${source}=NAME, e.g. west.events when "
+        "mirroring west -> east) are not mirrored back",
+    )
+    run.add_argument(
         "--groups",
         dest="groups",
         metavar="REGEX",

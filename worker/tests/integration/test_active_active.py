@@ -22,10 +22,11 @@ from mirror_harness import (
     producer_file,
     read_all,
     run_args,
+    topic_partitions,
     wait_until,
 )
 
-from kmirror.mirror.provenance import HEADER, origin_of
+from kmirror.lineage.provenance import HEADER, origin_of
 from kmirror.testing.kafka import KafkaCluster
 
 TOPIC = "events"
@@ -33,13 +34,17 @@ PARTITIONS = 3
 
 
 def pair(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker], *extra: str
+    tmp_path: Path,
+    kafka: dict[str, KafkaCluster],
+    workers: list[Worker],
+    *extra: str,
+    whitelist: str = TOPIC,
 ) -> tuple[KafkaCluster, KafkaCluster]:
     """Clusters east and west, topic events on both, and one mirror each way with the same options."""
     east, west = kafka["source"], kafka["target"]
     for c in (east, west):
         create_topic(c, TOPIC, PARTITIONS)
-    for name, src, dst in (("east", east, west), ("west", west, east)):
+    for name, other, src, dst in (("east", "west", east, west), ("west", "east", west, east)):
         d = tmp_path / name
         d.mkdir()
         workers.append(
@@ -49,11 +54,13 @@ def pair(
                     consumer_file(d, src, group=f"kmirror-{name}"),
                     producer_file(d, dst),
                     "--whitelist",
-                    TOPIC,
+                    whitelist,
                     "--num.streams",
                     "1",
                     "--source.name",
                     name,
+                    "--target.name",
+                    other,
                     *extra,
                 ),
                 name=f"from-{name}",
@@ -132,3 +139,33 @@ def test_both_ways_without_provenance_the_records_loop(
     first = counts(east)
     time.sleep(5)
     assert counts(east) > first, "the loop goes on: every record is copied back again and again"
+
+
+def test_both_ways_renamed_each_cluster_holds_its_topic_and_the_others_copy(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    """MirrorMaker 2's layout: ${source}.${topic}. The whitelist takes the renamed copies too, and still
+    no copy goes back (no east.west.events): each mirror knows its target's name."""
+    east, west = pair(
+        tmp_path, kafka, workers, "--topic.rename.format", "${source}.${topic}", whitelist=r".*events"
+    )
+    per_side = 2000
+    write_both(east, west, per_side)
+    for cluster, other in ((east, "west"), (west, "east")):
+        copy = f"{other}.{TOPIC}"
+        wait_until(lambda c=cluster, t=copy: len(read_all(c, [t], 0, timeout=30)) >= per_side, 120, copy)
+    time.sleep(10)  # a chain would have started by now
+    for name, cluster, other in (("east", east, "west"), ("west", west, "east")):
+        names = set(topic_partitions(cluster))
+        assert {n for n in names if n.endswith(TOPIC)} == {TOPIC, f"{other}.{TOPIC}"}, names
+        own = read_all(cluster, [TOPIC], per_side)
+        assert sorted(r.value for r in own) == sorted(b"%s:%d" % (name.encode(), i) for i in range(per_side))
+        copied = read_all(cluster, [f"{other}.{TOPIC}"], per_side)
+        values = [r.value or b"" for r in copied]
+        want = {b"%s:%d" % (other.encode(), i) for i in range(per_side)}
+        assert len(values) == per_side and set(values) == want, f"{name}: the copy is not exact"
+        for p in range(PARTITIONS):  # partitions and order kept
+            seq = [int((r.value or b"").split(b":")[1]) for r in copied if r.partition == p]
+            assert seq == sorted(seq) and all(i % PARTITIONS == p for i in seq), f"{name} partition {p}"
+    for w in workers:
+        assert "not mirrored, renamed copies of the target's topics" in w.log(), w.log()[-2000:]

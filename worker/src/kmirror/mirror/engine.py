@@ -48,6 +48,7 @@ from kmirror.errors import KmirrorError
 from kmirror.failover.offsetsync import SYNC_TOPIC
 from kmirror.failover.writer import SyncWriter
 from kmirror.kafkaio import client_log
+from kmirror.lineage.provenance import Headers, Stamp
 from kmirror.mirror import metrics, topics
 from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
 from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
@@ -55,7 +56,6 @@ from kmirror.mirror.gaps import Gaps, cooperative
 from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
 from kmirror.mirror.outage import TargetWaits
 from kmirror.mirror.placement import TopicPlacement
-from kmirror.mirror.provenance import Headers, Stamp
 from kmirror.mirror.reach import Reachability
 from kmirror.mirror.repeats import repeats
 from kmirror.mirror.spec import (
@@ -81,6 +81,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         self._failure: Failure | None = None
         self._selected: dict[str, int] = {}
         self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
+        self._dest: dict[str, str] = {}  # source topic -> destination name (--topic.rename.format only)
+        self._not_back: list[str] = []
         self._short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
         self._config_sync: topics.ConfigSync | None = None
         self._committed: dict[tuple[str, int], int] = {}
@@ -111,7 +113,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         self._offset_syncs: SyncWriter | None = None
         # --groups: the records read of each partition since its run began (kmirror.failover.offsetsync).
         self._read_counts: dict[tuple[str, int], int] | None = {} if spec.offset_syncs else None
-        # --provenance.header.enable: the origin header each copy carries (kmirror.mirror.provenance).
+        # --provenance.header.enable: the origin header each copy carries (kmirror.lineage.provenance).
         self._stamp: Stamp | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -311,6 +313,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         next_report = now + REPORT_INTERVAL_S
         counts = self._read_counts
         stamp = self._stamp
+        dest = None if spec.rename.identity else self._dest
         headers: Headers | None
         while not self._stop:
             batch = consume(batch_size, 0.2)
@@ -330,7 +333,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                         continue
                 try:
                     produces[p % n_producers](
-                        t,
+                        t if dest is None else dest[t],
                         m.value(),
                         m.key(),
                         -1 if t in hashed else p,
@@ -389,7 +392,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             return  # its origin is the target: not copied back
         producer = self.producers[p % len(self.producers)]
         producer.produce(
-            t,
+            t if self.spec.rename.identity else self._dest[t],
             m.value(),
             m.key(),
             -1 if t in self._hashed else p,

@@ -42,6 +42,8 @@ class SendFailures(StreamState):
         if err is None:
             return
         topic, partition = msg.topic(), msg.partition()
+        # Failures name the source topic (the destination's name differs with --topic.rename.format).
+        topic = self.spec.rename.source_topic(topic) or topic
         self._record_failure(Failure(err, topic, partition, None, msg.key(), msg.timestamp()[1], msg.value()))
 
     def _record_failure(self, failure: Failure) -> None:
@@ -105,7 +107,8 @@ class SendFailures(StreamState):
             raise self._refused.error(self.spec.label)
         if authorization_error(f.error) is not None:
             where = "target cluster"
-            raise producer_refusal(f.error, where, self.spec.producer, f.topic).error(self.spec.label)
+            dest = self.spec.rename(f.topic)
+            raise producer_refusal(f.error, where, self.spec.producer, dest).error(self.spec.label)
         raise SendFailure(
             f"{self.spec.label}: {f.describe(self.spec.source)}; nothing after the last commit "
             "was committed: fix the cause and restart, the mirror resumes from there"

@@ -36,6 +36,17 @@ class TopicPlacement(StreamState):
         md = consumer.list_topics(timeout=10)
         source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         selected = {t: n for t, n in source.items() if self.spec.topic_filter.matches(t)}
+        back = sorted(t for t in selected if self.spec.rename.came_from_target(t))
+        if back:  # renamed copies of the target's own topics: mirroring them would copy them back
+            if back != self._not_back:
+                log.info(
+                    "%s: not mirrored, renamed copies of the target's topics (--topic.rename.format, "
+                    "--target.name): %s",
+                    self.spec.label,
+                    ", ".join(back),
+                )
+            selected = {t: n for t, n in selected.items() if t not in back}
+        self._not_back = back
         if selected != self._selected or self._short:
             self._place_topics(selected)
         if self._config_sync is None:
@@ -44,7 +55,7 @@ class TopicPlacement(StreamState):
                 WatchedAdmin(self._target_admin, "target"),
             )
             source, target = (cast(AdminClient, a) for a in self._config_admins)
-            self._config_sync = topics.ConfigSync(source, target, self.spec.label)
+            self._config_sync = topics.ConfigSync(source, target, self.spec.label, rename=self.spec.rename)
         self._config_sync.run(self._selected)
         self._raise_if_config_refused(*self._config_admins)
 
@@ -67,13 +78,16 @@ class TopicPlacement(StreamState):
         """A refusal of :func:`kmirror.mirror.topics.ensure`, named (error path only): the source's
         configs of the missing destination topics (DESCRIBE_CONFIGS, asked first) or their creation on
         the target (CREATE)."""
+        rename = self.spec.rename
         try:
-            missing = sorted(set(selected) - set(topics.partition_counts(self._target_admin)))
+            present = topics.destination_counts(self._target_admin, selected, rename)
+            missing = sorted(set(selected) - set(present))
         except KafkaException:
             missing = []
         topic = missing[0] if missing else min(selected, default="?")
         if isinstance(exc, topics.TopicError):
-            return self._refusal(exc, "target", "CREATE", topic, "the destination topic does not exist")
+            why = "the destination topic does not exist"
+            return self._refusal(exc, "target", "CREATE", rename(topic), why)
         return self._refusal(
             exc, "source", "DESCRIBE_CONFIGS", topic, "its configs are copied to the destination topic"
         )
@@ -82,24 +96,30 @@ class TopicPlacement(StreamState):
         """Destination topics for the selected source topics: created, grown, or routed by key hash."""
         consumer = self.consumer
         assert consumer is not None
+        rename = self.spec.rename
         try:
             target = topics.ensure(
                 self._source_admin,
                 self._target_admin,
                 selected,
                 replication_factor=self.spec.replication_factor,
+                rename=rename,
             )
         except (KafkaException, topics.TopicError) as exc:
             raise self._not_placed(exc, selected) or exc from None
         grow = topics.partitions_to_add(selected, target)
-        refused = topics.add_partitions(self._target_admin, grow) if grow else {}
+        refused = {}
+        if grow:
+            denied = topics.add_partitions(self._target_admin, {rename(t): n for t, n in grow.items()})
+            refused = {t: denied[rename(t)] for t in grow if rename(t) in denied}
         if len(refused) < len(grow):
-            before, target = target, {**target, **topics.partition_counts(self._target_admin)}
+            before = target
+            target = {**target, **topics.destination_counts(self._target_admin, selected, rename)}
             for t in sorted(set(grow) - set(refused)):
                 log.info(
                     "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
                     self.spec.label,
-                    t,
+                    rename(t),
                     target.get(t, grow[t]),
                     before[t],
                 )
@@ -110,7 +130,7 @@ class TopicPlacement(StreamState):
         grown |= {t for t, n in selected.items() if n > self._selected.get(t, n) and target.get(t, 0) >= n}
         for t in sorted(grown):
             for producer in self.producers:
-                producer.list_topics(t, timeout=10)
+                producer.list_topics(rename(t), timeout=10)
         selected = {t: n for t, n in selected.items() if t in target}
         short = {
             t: (n, target[t], refused.get(t, "the target still reports fewer partitions"))
@@ -124,7 +144,7 @@ class TopicPlacement(StreamState):
                     "records are placed by key hash (Java's murmur2), so order is kept per key, not per "
                     "source partition; metric kmirror_topic_partition_mismatch",
                     self.spec.label,
-                    t,
+                    rename(t),
                     m,
                     n,
                     why,
@@ -134,10 +154,14 @@ class TopicPlacement(StreamState):
                 log.info(
                     "%s: target topic %s has the source's %d partitions: partition numbers are kept again",
                     self.spec.label,
-                    t,
+                    rename(t),
                     selected[t],
                 )
         self._short = short
+        # The hot path's destination names, updated in place (the loop holds the dict) and never removed (a
+        # batch may still hold records of a topic that was just dropped).
+        if not rename.identity:
+            self._dest.update({t: rename(t) for t in selected})
         self._hashed.clear()
         self._hashed.update(short)
         self.snap.partition_mismatch = {t: n - m for t, (n, m, _) in short.items()}

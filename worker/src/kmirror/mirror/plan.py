@@ -18,6 +18,7 @@ from kmirror.config import ClientConfig, kerberos, load_client_config
 from kmirror.config.filters import TopicFilter, compile_filter
 from kmirror.errors import ConfigError
 from kmirror.failover.groupsync import GroupSync
+from kmirror.lineage.rename import SAME_NAME, Rename, rename
 from kmirror.mirror.engine import StreamSpec
 
 DEFAULT_QUEUE_SIZE = 10_000
@@ -51,7 +52,9 @@ class MirrorOptions:
     # consumer file sets group.instance.id (docs/deployment.md, Restarts).
     static_membership: bool = True
     gap_policy: str = "continue"  # --gap.policy: continue or stop at a gap (kmirror.mirror.gaps)
-    provenance_header: bool = False  # --provenance.header.enable (kmirror.mirror.provenance)
+    provenance_header: bool = False  # --provenance.header.enable (kmirror.lineage.provenance)
+    topic_rename_format: str | None = None  # --topic.rename.format (kmirror.lineage.rename)
+    target_name: str | None = None  # --target.name: the target's name in that format
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
     # --initial.offsets: where partitions without a committed offset start (kmirror.mirror.cutover)
@@ -67,6 +70,7 @@ class Source:
     name: str
     config: ClientConfig
     topic_filter: TopicFilter
+    rename: Rename = SAME_NAME
     # The name taken from the consumer file (source_names), which the group.instance.id keeps when
     # --source.name renames the source, so that naming a source moves no static member's partitions.
     file_name: str | None = None
@@ -103,6 +107,7 @@ class MirrorPlan:
                 offset_syncs=o.groups is not None,
                 gap_policy=o.gap_policy,
                 provenance=o.provenance_header,
+                rename=s.rename,
             )
             for s in self.sources
             for i in range(self.streams_per_source)
@@ -250,6 +255,13 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
         _positive(o.replication_factor, "--replication.factor", MAX_REPLICATION_FACTOR)
     if o.groups is not None:
         compile_filter(o.groups, "--groups")
+    if o.topic_rename_format and (o.groups is not None or o.initial_offsets != "reset"):
+        raise ConfigError(
+            "cannot be combined with --groups or --initial.offsets target-end yet (their translation reads "
+            "the destination topics under the source's names)",
+            key="--topic.rename.format",
+            fix="drop --groups/--initial.offsets, or mirror under the source's names",
+        )
     if not o.abort_on_send_failure and not o.allow_unsafe:
         raise ConfigError(
             "is unsafe (a record that cannot be delivered is skipped and committed past)",
@@ -272,7 +284,8 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
                 key="--whitelist",
                 fix="give --whitelist REGEX (e.g. --whitelist '.*' for every topic) or --blacklist",
             )
-        sources.append(Source(name, cfg, topics, file_name=file_name))
+        renamed = rename(o.topic_rename_format, name, o.target_name)
+        sources.append(Source(name, cfg, topics, renamed, file_name=file_name))
         if o.static_membership:
             check_instance_id(cfg, o.num_streams or os.cpu_count() or 1)
     check_process([producer, *(s.config for s in sources)])

@@ -9,6 +9,7 @@ from confluent_kafka import (
 )
 
 from kmirror.config.filters import TopicFilter
+from kmirror.lineage.rename import SAME_NAME, Rename
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,10 @@ class StreamSpec:
     # At a gap (the source no longer has the offset to continue from): continue or stop (kmirror.mirror.gaps).
     gap_policy: str = "continue"
     # Each copy names its origin in a header; records whose origin is the target are not copied back
-    # (--provenance.header.enable; kmirror.mirror.provenance).
+    # (--provenance.header.enable; kmirror.lineage.provenance).
     provenance: bool = False
+    # Destination topic names (--topic.rename.format; kmirror.lineage.rename): the source's without one.
+    rename: Rename = SAME_NAME
 
     @property
     def label(self) -> str:

@@ -44,6 +44,8 @@ class StreamState:
     # partitions) and why, and the destination config sync.
     _selected: dict[str, int]
     _hashed: set[str]
+    _dest: dict[str, str]  # source topic -> destination topic (--topic.rename.format only)
+    _not_back: list[str]  # source topics that are renamed copies of the target's (not mirrored)
     _short: dict[str, tuple[int, int, str]]
     _config_sync: topics.ConfigSync | None
     _config_admins: tuple[WatchedAdmin, WatchedAdmin]  # the config sync's, watched for refusals

@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - depends on the installed client
 
 from kmirror.errors import KmirrorError
 from kmirror.kafkaio import error_line
+from kmirror.lineage.rename import SAME_NAME, Rename
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +222,16 @@ class ConfigSync:
     waits starts none.
     """
 
-    def __init__(self, source: AdminClient, target: AdminClient, label: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        source: AdminClient,
+        target: AdminClient,
+        label: str,
+        timeout: float = 10.0,
+        rename: Rename = SAME_NAME,
+    ) -> None:
         self.source, self.target, self.label, self.timeout = source, target, label, timeout
+        self.rename = rename
         self.synced: dict[str, dict[str, str]] = {}
         self._problems: dict[str, str] = {}
         self._thread: threading.Thread | None = None
@@ -261,11 +270,15 @@ class ConfigSync:
             todo = {t: c for t, c in described.items() if self.synced.get(t) != c}
             if not todo:
                 return {}
-            on_target, errors = current_configs(self.target, todo, self.timeout)
+            dest = {t: self.rename(t) for t in todo}
+            on_target, errors = current_configs(self.target, dest.values(), self.timeout)
             for t, reason in errors.items():
                 self._problem(t, f"could not describe the destination topic's configs: {reason}")
-            changes = {t: config_changes(c, on_target[t]) for t, c in todo.items() if t in on_target}
-            refused = alter_configs(self.target, {t: c for t, c in changes.items() if c}, self.timeout)
+            changes = {
+                t: config_changes(c, on_target[dest[t]]) for t, c in todo.items() if dest[t] in on_target
+            }
+            altered = alter_configs(self.target, {dest[t]: c for t, c in changes.items() if c}, self.timeout)
+            refused = {t: altered[d] for t, d in dest.items() if d in altered}
         except KafkaException as exc:
             self._problem("*", f"topic config sync failed: {error_line(exc)}")
             return {}
@@ -280,10 +293,14 @@ class ConfigSync:
                 continue
             self.synced[t] = todo[t]
             if self._problems.pop(t, None) is not None:
-                log.info("%s: destination topic %s: configs in step with the source again", self.label, t)
+                log.info(
+                    "%s: destination topic %s: configs in step with the source again", self.label, dest[t]
+                )
             if change:
                 applied[t] = change
-                log.info("%s: destination topic %s follows the source: %s", self.label, t, change.describe())
+                log.info(
+                    "%s: destination topic %s follows the source: %s", self.label, dest[t], change.describe()
+                )
         self._problems.pop("*", None)
         return applied
 
@@ -357,12 +374,19 @@ def create(
 
 
 def ensure(
-    source: AdminClient, target: AdminClient, wanted: Mapping[str, int], *, replication_factor: int = -1
+    source: AdminClient,
+    target: AdminClient,
+    wanted: Mapping[str, int],
+    *,
+    replication_factor: int = -1,
+    rename: Rename = SAME_NAME,
 ) -> dict[str, int]:
-    """Make every wanted topic exist on the target; return the target's partition count of each."""
-    existing = partition_counts(target)
+    """Make every wanted source topic's destination exist on the target; return the target's partition
+    count of each (keyed by the source topic)."""
+    existing = destination_counts(target, wanted, rename)
     missing = [t for t in wanted if t not in existing]
-    specs = plan(wanted, existing, describe_configs(source, missing))
+    configs = describe_configs(source, missing)
+    specs = [TopicSpec(rename(s.name), s.partitions, s.configs) for s in plan(wanted, existing, configs)]
     for name in create(target, specs, replication_factor=replication_factor):
         spec = next(s for s in specs if s.name == name)
         log.info(
@@ -372,5 +396,13 @@ def ensure(
             spec.configs or "{}",
         )
     if specs:
-        existing = partition_counts(target)
+        existing = destination_counts(target, wanted, rename)
     return {t: existing[t] for t in wanted if t in existing}
+
+
+def destination_counts(
+    target: AdminClient, topics: Iterable[str], rename: Rename = SAME_NAME, timeout: float = 10.0
+) -> dict[str, int]:
+    """The target's partition count of each source topic's destination that exists (keyed by source topic)."""
+    counts = partition_counts(target, timeout)
+    return {t: counts[rename(t)] for t in topics if rename(t) in counts}

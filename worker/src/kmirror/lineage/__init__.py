@@ -1,0 +1,1 @@
+"""Where a copy comes from and what it is called: provenance headers and destination topic names (pure)."""
