@@ -11,7 +11,7 @@ from kmirror.mirror import runner
 
 
 @pytest.fixture
-def cli_checks_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def cli_checks_only(monkeypatch: pytest.MonkeyPatch, no_kafka_opts: None) -> Iterator[None]:
     """`kmirror run` in-process stops before its streams would start (a test fails if it gets there),
     KAFKA_OPTS from the environment is ignored, and the logging `run` sets up is undone afterwards."""
 
@@ -19,9 +19,14 @@ def cli_checks_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         pytest.fail("kmirror run got past its checks and would have started mirroring")
 
     monkeypatch.setattr(runner, "run", no_network)
-    monkeypatch.delenv("KAFKA_OPTS", raising=False)
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+def no_kafka_opts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KAFKA_OPTS from the environment is ignored (a JAAS file it names would be read for every plan)."""
+    monkeypatch.delenv("KAFKA_OPTS", raising=False)

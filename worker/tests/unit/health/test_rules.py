@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kmirror.health import rules as health
 from kmirror.health.rules import Sample, Status, Window, evaluate, exit_code, group_status
 
 pytestmark = pytest.mark.health
@@ -197,3 +198,10 @@ def test_window_forgets_partitions_and_round_trips_json():
     back = Window.from_json(w.to_json(), 3)
     assert back.samples == w.samples
     assert Window.from_json(w.to_json(), 1).samples[("a", 0)][0].timestamp == 2
+
+
+def test_unowned_partitions():
+    owners = {("t", 0): "c1@h", ("t", 1): "none"}
+    assert health.unowned("STABLE", True, owners) == [("t", 1)]
+    assert health.unowned("EMPTY", False, owners) == [("t", 0), ("t", 1)]
+    assert health.unowned("STABLE", False, owners) == []

@@ -14,7 +14,7 @@ from kmirror.config.filters import TopicFilter
 from kmirror.mirror import metrics
 from kmirror.mirror.spec import StreamSpec
 
-HEALTH_MD = Path(__file__).resolve().parents[3] / "docs/health.md"
+HEALTH_MD = Path(__file__).resolve().parents[4] / "docs/health.md"
 
 
 def documented_stats_line() -> str:

@@ -19,14 +19,11 @@ from kmirror.mirror.plan import (
     topic_filter,
 )
 
+pytestmark = pytest.mark.usefixtures("no_kafka_opts")  # worker/tests/unit/conftest.py
+
 CONSUMER = "bootstrap.servers=127.0.0.1:1\ngroupid=mirror\n"
 LEGACY_CONSUMER = CONSUMER + "mirror.topics.whitelist=app_log\n"
 PRODUCER = "bootstrap.servers=127.0.0.1:1\nacks=all\n"
-
-
-@pytest.fixture(autouse=True)
-def _no_kafka_opts(monkeypatch):
-    monkeypatch.delenv("KAFKA_OPTS", raising=False)
 
 
 def write(path: Path, text: str) -> str:
@@ -371,3 +368,26 @@ def test_topic_filter_is_the_same_for_run_and_check_config(files):
     assert topic_filter(load_client_config(files["consumer"], "consumer"), None, None) is None
     plan = build_plan(options(files, consumer_configs=[files["legacy"]], include=None))
     assert plan.sources[0].topic_filter == topic_filter(cfg, None, None)
+
+
+# --- failover options: --groups and its interval
+
+
+def test_plan_groups_options(tmp_path):
+    consumer = write(tmp_path / "east.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=kmirror-east\n")
+    producer = write(tmp_path / "producer.properties", "bootstrap.servers=127.0.0.1:2\n")
+    plain = build_plan(MirrorOptions([consumer], producer, include=".*", num_streams=2))
+    assert not plain.group_syncs() and not any(s.offset_syncs for s in plain.stream_specs())
+    plan = build_plan(
+        MirrorOptions([consumer], producer, include=".*", num_streams=2, groups="app.*,billing")
+    )
+    assert all(s.offset_syncs for s in plan.stream_specs())
+    (sync,) = plan.group_syncs()
+    assert sync.mirror == "kmirror-east" and sync.interval_ms == 60_000
+    assert sync.groups.matches("billing") and not sync.groups.matches("__consumer")
+    with pytest.raises(ConfigError, match="--groups"):
+        build_plan(MirrorOptions([consumer], producer, include=".*", groups="app(("))
+    with pytest.raises(ConfigError, match=r"--sync\.group\.offsets\.interval\.ms"):
+        build_plan(
+            MirrorOptions([consumer], producer, include=".*", groups="a", sync_group_offsets_interval_ms=0)
+        )

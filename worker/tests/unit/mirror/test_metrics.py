@@ -1,8 +1,13 @@
-"""Collector.health, the judgement behind /health: each stream's state from what it reported and how its
-process ended (the endpoint itself is tested against Kafka in integration/test_health_endpoint.py)."""
+"""kmirror.mirror.metrics: Collector.health, the judgement behind /health: each stream's state from what it
+reported and how its process ended (the endpoint itself is tested against Kafka in
+integration/test_health_endpoint.py); the membership gauges."""
 
 from __future__ import annotations
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
+
+from kmirror.mirror import metrics
 from kmirror.mirror.metrics import Collector, Snapshot
 
 
@@ -35,3 +40,19 @@ def test_states_from_reports_and_exits():
     _, doc = c.health()
     failed = next(s for s in doc["streams"] if s["stream"] == "east#2")
     assert failed["exit_code"] == 3 and "code 3" in failed["reason"]
+
+
+# --- the membership gauges
+
+
+def test_assigned_and_unassigned_gauges_per_stream():
+    c = metrics.Collector()
+    c.update(metrics.Snapshot("east", 0, assigned_partitions=3))
+    c.update(metrics.Snapshot("east", 1, assigned_partitions=0, unassigned_seconds=42.04))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(c)
+    text = generate_latest(registry).decode()
+    assert 'kmirror_assigned_partitions{source="east",stream="0"} 3.0' in text
+    assert 'kmirror_assigned_partitions{source="east",stream="1"} 0.0' in text
+    assert 'kmirror_unassigned_seconds{source="east",stream="0"} 0.0' in text
+    assert 'kmirror_unassigned_seconds{source="east",stream="1"} 42.0' in text

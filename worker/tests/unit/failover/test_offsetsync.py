@@ -10,11 +10,9 @@ skips a record: every record with source offset >= C has a copy at a target offs
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
-from kmirror.errors import ConfigError
 from kmirror.failover.offsetsync import (
     LATEST_SLOT,
     Checkpoint,
@@ -29,7 +27,6 @@ from kmirror.failover.offsetsync import (
     sync_record,
     sync_slots,
 )
-from kmirror.mirror.plan import MirrorOptions, build_plan
 
 Moment = tuple[list[tuple[int, int]], dict[int, int]]
 
@@ -231,31 +228,6 @@ def test_failover_rows_from_checkpoints_and_from_the_live_source():
         now_ms=3_000,
     )
     assert [(r.topic, r.source_from, r.translated, r.action) for r in live] == [("t", "source", 150, "keep")]
-
-
-def write(path: Path, text: str) -> str:
-    path.write_text(text)
-    return str(path)
-
-
-def test_plan_groups_options(tmp_path):
-    consumer = write(tmp_path / "east.properties", "bootstrap.servers=127.0.0.1:1\ngroup.id=kmirror-east\n")
-    producer = write(tmp_path / "producer.properties", "bootstrap.servers=127.0.0.1:2\n")
-    plain = build_plan(MirrorOptions([consumer], producer, include=".*", num_streams=2))
-    assert not plain.group_syncs() and not any(s.offset_syncs for s in plain.stream_specs())
-    plan = build_plan(
-        MirrorOptions([consumer], producer, include=".*", num_streams=2, groups="app.*,billing")
-    )
-    assert all(s.offset_syncs for s in plan.stream_specs())
-    (sync,) = plan.group_syncs()
-    assert sync.mirror == "kmirror-east" and sync.interval_ms == 60_000
-    assert sync.groups.matches("billing") and not sync.groups.matches("__consumer")
-    with pytest.raises(ConfigError, match="--groups"):
-        build_plan(MirrorOptions([consumer], producer, include=".*", groups="app(("))
-    with pytest.raises(ConfigError, match=r"--sync\.group\.offsets\.interval\.ms"):
-        build_plan(
-            MirrorOptions([consumer], producer, include=".*", groups="a", sync_group_offsets_interval_ms=0)
-        )
 
 
 # --- exact translation between two sync points of one run (issue 24) --------------------------------

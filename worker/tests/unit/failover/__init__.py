@@ -1,0 +1,1 @@
+"""Unit tests of kmirror.failover (a package: test basenames may repeat across folders)."""

@@ -1,0 +1,1 @@
+"""Unit tests of kmirror.mirror (a package: test basenames may repeat across folders)."""

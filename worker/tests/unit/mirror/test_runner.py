@@ -1,0 +1,90 @@
+"""kmirror.mirror.runner: the supervisor stops streams one at a time, each after the others rebalanced."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kmirror.mirror import runner
+
+from .plans import plan_for
+
+pytestmark = pytest.mark.usefixtures("no_kafka_opts")  # worker/tests/unit/conftest.py
+
+# --- the supervisor stops streams one at a time ---
+
+
+class _Proc:
+    """A real child process standing in for a stream process (sleeps until SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        self.pid = self.p.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.p.poll()
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+
+def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
+    specs = plan_for(tmp_path, "session.timeout.ms=6000\n", static=False, streams=3).stream_specs()
+    procs = [_Proc() for _ in specs]
+    counters = [_Counter() for _ in specs]
+    try:
+        turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
+        turn.step()
+        procs[0].p.wait(10)
+        assert procs[1].exitcode is None and procs[2].exitcode is None
+        turn.step()  # stream 0 is gone: the others must rebalance first
+        turn.step()
+        assert procs[1].exitcode is None
+        counters[1].value += 1  # stream 1 rebalanced, stream 2 not yet
+        turn.step()
+        assert procs[1].exitcode is None
+        counters[2].value += 1
+        turn.step()
+        assert procs[1].p.wait(10) == -signal.SIGTERM
+        assert procs[2].exitcode is None
+        turn.step()  # stream 1 is gone: stream 2 must take its partitions first
+        assert procs[2].exitcode is None
+        counters[2].value += 1
+        turn.step()
+        assert procs[2].p.wait(10) == -signal.SIGTERM
+        turn.step()  # nobody left: nothing happens
+        assert turn.current is None or procs[turn.current].exitcode is not None
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.p.kill()
+                p.p.wait()
+
+
+def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeout(tmp_path):
+    specs = plan_for(tmp_path, "session.timeout.ms=1000\n", static=False, streams=2).stream_specs()
+    procs = [_Proc() for _ in specs]
+    counters = [_Counter() for _ in specs]
+    try:
+        turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
+        turn.step()
+        procs[0].p.wait(10)
+        turn.step()
+        started = time.monotonic()
+        while procs[1].exitcode is None and time.monotonic() - started < 10:
+            turn.step()
+            time.sleep(0.05)
+        assert procs[1].exitcode == -signal.SIGTERM
+        assert 0.8 <= time.monotonic() - started < 5
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.p.kill()
+                p.p.wait()
