@@ -99,8 +99,8 @@ def test_metrics_count_what_was_mirrored(kafka, tmp_path, workers):
         what="a stats line of each stream",
     )
     assert w.stop() == 0
-    # Each stream's stats line is the one docs/health.md shows (the unit test test_docs_stats_line.py
-    # checks the formatter against the same pattern).
+    # Each stream's stats line is the one docs/health.md shows (the unit test
+    # mirror/test_metrics_stats_line.py checks the formatter against the same pattern).
     documented = re.findall(r"`([^`]*: stats [^`]*)`", HEALTH_MD.read_text(encoding="utf-8"))
     assert len(documented) == 1, documented
     values = {"<source>": r"[A-Za-z0-9_.-]+", "<stream>": r"\d+", "...": r"\d+"}

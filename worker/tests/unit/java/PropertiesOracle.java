@@ -8,7 +8,7 @@ import java.util.Properties;
 
 /**
  * What java.util.Properties.load(InputStream) (MirrorMaker's way of reading its config files) makes of
- * some bytes, for kmirror's differential test (worker/tests/unit/test_properties_java.py).
+ * some bytes, for kmirror's differential test (worker/tests/unit/config/test_properties_java.py).
  *
  * <p>Input: one case per line, the file's bytes in hex. Output: one line per case, "ERR" when load
  * throws, else "OK" and one tab-separated "key,value" per entry, each string written as the hex of its
