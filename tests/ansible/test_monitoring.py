@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kmirror.failover.groupsync import GroupStatus, metric_families
+from kmirror.mirror.heartbeats import Heartbeat
+from kmirror.mirror.heartbeats import metric_families as heartbeat_families
 from kmirror.mirror.metrics import Collector, Snapshot
 
 PROM = ROOT / "monitoring" / "prometheus"
@@ -77,6 +79,10 @@ def served_metric_names() -> set[str]:
     # the group offset sync's gauges (--groups), as the runner adds them: one synced group
     sync = SimpleNamespace(source="east", status={"app": GroupStatus()})
     collector.extra.append(lambda: metric_families([sync]))  # type: ignore[list-item]
+    # the heartbeats' families (--heartbeats.interval.ms), one heartbeat seen on the target
+    beat = Heartbeat("east", {}, {}, 1000)
+    beat.newest_ms, beat.latency_s = 1_700_000_000_000, 0.2
+    collector.extra.append(lambda: heartbeat_families([beat]))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     text = generate_latest(registry).decode()

@@ -61,6 +61,7 @@ def _options(a: argparse.Namespace) -> MirrorOptions:
         provenance_header=a.provenance_header,
         topic_rename_format=a.topic_rename_format,
         target_name=a.target_name,
+        heartbeats_interval_ms=a.heartbeats_ms,
         groups=a.groups,
         sync_group_offsets_interval_ms=a.sync_groups_ms,
         initial_offsets=a.initial_offsets,
@@ -95,6 +96,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         a.log_level,
         collector,
         group_syncs=plan.group_syncs(),
+        heartbeats=plan.heartbeats(),
         log_format=a.log_format,
         # Before any stream joins: a group another mirror still uses is refused, --initial.offsets applied.
         preflight=lambda: cutover.preflight(

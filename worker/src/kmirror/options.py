@@ -245,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
         "mirroring west -> east) are not mirrored back",
     )
     run.add_argument(
+        "--heartbeats.interval.ms",
+        dest="heartbeats_ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="write a heartbeat to the source's topic kmirror.heartbeats.SOURCE every MS milliseconds, "
+        "mirror it, and read its copy on the target: kmirror_heartbeat_latency_seconds and "
+        "kmirror_heartbeat_age_seconds per source, also when no data flows (alert KmirrorLinkStale). Other "
+        "sources' heartbeat topics are never mirrored. Needs WRITE and CREATE on that topic of the source. "
+        "Default 0: off",
+    )
+    run.add_argument(
         "--groups",
         dest="groups",
         metavar="REGEX",

@@ -22,12 +22,13 @@ from mirror_harness import (
     producer_file,
     read_all,
     run_args,
+    scrape,
     topic_partitions,
     wait_until,
 )
 
 from kmirror.lineage.provenance import HEADER, origin_of
-from kmirror.testing.kafka import KafkaCluster
+from kmirror.testing.kafka import KafkaCluster, free_port
 
 TOPIC = "events"
 PARTITIONS = 3
@@ -39,6 +40,7 @@ def pair(
     workers: list[Worker],
     *extra: str,
     whitelist: str = TOPIC,
+    ports: dict[str, int] | None = None,
 ) -> tuple[KafkaCluster, KafkaCluster]:
     """Clusters east and west, topic events on both, and one mirror each way with the same options."""
     east, west = kafka["source"], kafka["target"]
@@ -61,6 +63,7 @@ def pair(
                     name,
                     "--target.name",
                     other,
+                    *(["--metrics.port", str(ports[name])] if ports else []),
                     *extra,
                 ),
                 name=f"from-{name}",
@@ -169,3 +172,38 @@ def test_both_ways_renamed_each_cluster_holds_its_topic_and_the_others_copy(
             assert seq == sorted(seq) and all(i % PARTITIONS == p for i in seq), f"{name} partition {p}"
     for w in workers:
         assert "not mirrored, renamed copies of the target's topics" in w.log(), w.log()[-2000:]
+
+
+def test_heartbeats_give_each_link_its_latency_when_idle_and_never_travel_back(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+) -> None:
+    """Both ways, same names, no provenance, every topic whitelisted: each mirror copies its own source's
+    heartbeats and never the other's copy, and reports its link's latency while no data flows."""
+    ports = {"east": free_port(), "west": free_port()}
+    east, west = pair(
+        tmp_path, kafka, workers, "--heartbeats.interval.ms", "500", whitelist=".*", ports=ports
+    )
+    clusters = {"east": east, "west": west}
+
+    def latency(name: str) -> float | None:
+        return scrape(ports[name]).get(("kmirror_heartbeat_latency_seconds", (("source", name),)))
+
+    for name in ports:
+        wait_until(lambda n=name: latency(n) is not None, 120, f"{name}'s heartbeat on the other side")
+    time.sleep(5)
+    for name, other in (("east", "west"), ("west", "east")):
+        metrics = scrape(ports[name])
+        age = metrics[("kmirror_heartbeat_age_seconds", (("source", name),))]
+        sent = metrics[("kmirror_heartbeats_sent_total", (("source", name),))]
+        lat = latency(name)
+        assert lat is not None and lat < 10 and age < 10 and sent >= 5, (lat, age, sent)
+        beats = {t for t in topic_partitions(clusters[name]) if t.startswith("kmirror.heartbeats.")}
+        assert beats == {f"kmirror.heartbeats.{name}", f"kmirror.heartbeats.{other}"}, beats
+    for w in workers:
+        w.stop()
+    # No heartbeat went back: each cluster's copy of the other's heartbeats holds no more than the original.
+    for name, other in (("east", "west"), ("west", "east")):
+        original = read_all(clusters[other], [f"kmirror.heartbeats.{other}"], 1, timeout=30)
+        copy = read_all(clusters[name], [f"kmirror.heartbeats.{other}"], 1, timeout=30)
+        assert 0 < len(copy) <= len(original), (name, len(copy), len(original))
+        assert [r.value for r in copy] == [r.value for r in original[: len(copy)]]

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.mirror import topics
 from kmirror.mirror.authfail import WatchedAdmin
+from kmirror.mirror.heartbeats import heartbeat_topic, is_heartbeat_topic
 from kmirror.mirror.state import StreamState
 
 log = logging.getLogger("kmirror.mirror.engine")
@@ -35,7 +36,12 @@ class TopicPlacement(StreamState):
         assert consumer is not None
         md = consumer.list_topics(timeout=10)
         source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
-        selected = {t: n for t, n in source.items() if self.spec.topic_filter.matches(t)}
+        own_beats = heartbeat_topic(self.spec.source) if self.spec.heartbeats else None
+        selected = {
+            t: n
+            for t, n in source.items()
+            if t == own_beats or (self.spec.topic_filter.matches(t) and not is_heartbeat_topic(t))
+        }
         back = sorted(t for t in selected if self.spec.rename.came_from_target(t))
         if back:  # renamed copies of the target's own topics: mirroring them would copy them back
             if back != self._not_back:

@@ -20,6 +20,7 @@ from kmirror.errors import ConfigError
 from kmirror.failover.groupsync import GroupSync
 from kmirror.lineage.rename import SAME_NAME, Rename, rename
 from kmirror.mirror.engine import StreamSpec
+from kmirror.mirror.heartbeats import Heartbeat
 
 DEFAULT_QUEUE_SIZE = 10_000
 MAX_BATCH = 1_000
@@ -55,6 +56,7 @@ class MirrorOptions:
     provenance_header: bool = False  # --provenance.header.enable (kmirror.lineage.provenance)
     topic_rename_format: str | None = None  # --topic.rename.format (kmirror.lineage.rename)
     target_name: str | None = None  # --target.name: the target's name in that format
+    heartbeats_interval_ms: int = 0  # --heartbeats.interval.ms: 0 off (kmirror.mirror.heartbeats)
     groups: str | None = None  # --groups: Java regex of source groups whose offsets are synced
     sync_group_offsets_interval_ms: int = 60_000
     # --initial.offsets: where partitions without a committed offset start (kmirror.mirror.cutover)
@@ -108,9 +110,20 @@ class MirrorPlan:
                 gap_policy=o.gap_policy,
                 provenance=o.provenance_header,
                 rename=s.rename,
+                heartbeats=o.heartbeats_interval_ms > 0,
             )
             for s in self.sources
             for i in range(self.streams_per_source)
+        ]
+
+    def heartbeats(self) -> list[Heartbeat]:
+        """One heartbeat writer and reader per source cluster (none without --heartbeats.interval.ms)."""
+        o = self.options
+        if o.heartbeats_interval_ms <= 0:
+            return []
+        return [
+            Heartbeat(s.name, s.config.settings, self.producer.settings, o.heartbeats_interval_ms, s.rename)
+            for s in self.sources
         ]
 
     def group_syncs(self) -> list[GroupSync]:
@@ -251,6 +264,8 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
         (o.sync_group_offsets_interval_ms, "--sync.group.offsets.interval.ms", JAVA_INT_MAX),
     ):
         _positive(value, option, most)
+    if o.heartbeats_interval_ms:
+        _positive(o.heartbeats_interval_ms, "--heartbeats.interval.ms", JAVA_INT_MAX)
     if o.replication_factor != -1:
         _positive(o.replication_factor, "--replication.factor", MAX_REPLICATION_FACTOR)
     if o.groups is not None:

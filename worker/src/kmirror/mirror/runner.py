@@ -43,6 +43,8 @@ from kmirror.errors import ConfigError, KmirrorError, SendFailure, one_line
 from kmirror.failover.groupsync import GroupSync, metric_families
 from kmirror.mirror.engine import Stream, StreamSpec
 from kmirror.mirror.gaps import SourceGap
+from kmirror.mirror.heartbeats import Heartbeat
+from kmirror.mirror.heartbeats import metric_families as heartbeat_families
 from kmirror.mirror.logformat import setup_logging
 from kmirror.mirror.metrics import DEFAULT_ADDRESS, Collector, Snapshot
 
@@ -259,6 +261,7 @@ def run(
     log_format: str = "text",
     *,
     preflight: Callable[[], None] | None = None,
+    heartbeats: list[Heartbeat] | None = None,
 ) -> int:
     """Run the streams until they stop; `collector`: the metrics server's (:func:`serve_metrics`, called
     first, so that a port it cannot take stops the run before anything starts), None without one.
@@ -269,7 +272,14 @@ def run(
     stop_syncs = threading.Event()
     try:
         return _run(
-            specs, level, collector, group_syncs, log_format, preflight=preflight, syncs=(threads, stop_syncs)
+            specs,
+            level,
+            collector,
+            group_syncs,
+            log_format,
+            preflight=preflight,
+            syncs=(threads, stop_syncs),
+            heartbeats=heartbeats or [],
         )
     finally:
         stop_syncs.set()
@@ -287,6 +297,7 @@ def _run(
     *,
     preflight: Callable[[], None] | None,
     syncs: tuple[list[threading.Thread], threading.Event],
+    heartbeats: list[Heartbeat],
 ) -> int:
     if preflight is not None:
         preflight()
@@ -316,6 +327,12 @@ def _run(
             threads.append(t)
         if collector is not None:
             collector.extra.append(lambda: metric_families(group_syncs))
+    for b in heartbeats:  # threads of this process too, stopped and joined by run()
+        t = threading.Thread(target=b.run, args=(stop_syncs,), daemon=True, name=f"heartbeats-{b.source}")
+        t.start()
+        threads.append(t)
+    if heartbeats and collector is not None:
+        collector.extra.append(lambda: heartbeat_families(heartbeats))
     if collector is not None:
         for s in specs:
             collector.expect(s.source, s.index, s.label, s.unassigned_warn_s)

@@ -40,6 +40,8 @@ class StreamSpec:
     provenance: bool = False
     # Destination topic names (--topic.rename.format; kmirror.lineage.rename): the source's without one.
     rename: Rename = SAME_NAME
+    # --heartbeats.interval.ms: the source's heartbeat topic is mirrored too (kmirror.mirror.heartbeats).
+    heartbeats: bool = False
 
     @property
     def label(self) -> str:
