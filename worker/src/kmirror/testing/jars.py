@@ -52,11 +52,17 @@ def lib_dir(line: str) -> Path:
 
 def fetch(line: str) -> Path:
     """The directory holding every jar of ``line``, fetched once (concurrent callers wait for the first)."""
-    target = lib_dir(line)
+    return copy_dependencies(pom(line), lib_dir(line), f"Apache Kafka {line}")
+
+
+def copy_dependencies(descriptor: Path, target: Path, what: str) -> Path:
+    """``target``, holding every jar ``descriptor`` (a Maven pom) depends on, fetched once with
+    ``mvn dependency:copy-dependencies``; concurrent callers wait for the first. ``what`` names the jars
+    in the error."""
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with (target.parent / f".{line}.lock").open("a") as lock:
+    with (target.parent / f".{target.name}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / ".complete").exists():
             return target
@@ -71,7 +77,7 @@ def fetch(line: str) -> Path:
                 "-q",
                 "-B",
                 "-f",
-                str(pom(line)),
+                str(descriptor),
                 "dependency:copy-dependencies",
                 f"-DoutputDirectory={staging}",
             ],
@@ -80,7 +86,7 @@ def fetch(line: str) -> Path:
         )
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-            raise JarsError(f"mvn could not fetch Apache Kafka {line}: {' | '.join(tail)}")
+            raise JarsError(f"mvn could not fetch {what}: {' | '.join(tail)}")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
         (target / ".complete").touch()
