@@ -544,3 +544,41 @@ def test_weakened_file_is_refused_by_kmirror_check_config(render, config_filters
     proc = check_config(citem["files"]["properties"], pitem["files"]["properties"])
     assert proc.returncode != 0
     assert "acks" in proc.stdout + proc.stderr
+
+
+def test_command_line_of_an_active_active_instance_builds_the_workers_plan(render, tmp_path):
+    """provenance_header, topic_rename_format (with the target's name) and heartbeats_interval_ms reach the
+    worker as its options, ${...} kept through systemd's quoting, and the worker's plan takes them."""
+    src = source(
+        provenance_header=True, topic_rename_format="${source}.${topic}", heartbeats_interval_ms=5000
+    )
+    argv = exec_start(render, src, kmirror_target_cluster={"name": "west"})
+    from kmirror.cli import _options
+    from kmirror.mirror.plan import build_plan
+    from kmirror.options import build_parser
+
+    parsed = build_parser().parse_args(argv[1:])
+    assert (
+        parsed.provenance_header,
+        parsed.topic_rename_format,
+        parsed.target_name,
+        parsed.heartbeats_ms,
+    ) == (
+        True,
+        "${source}.${topic}",
+        "west",
+        5000,
+    )
+    for option in ("--consumer.config", "--producer.config"):
+        path = tmp_path / argv[argv.index(option) + 1].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("bootstrap.servers=127.0.0.1:1\ngroup.id=mirror\nacks=all\n")
+        argv[argv.index(option) + 1] = str(path)
+    plan = build_plan(_options(build_parser().parse_args(argv[1:])))
+    (spec, *_) = plan.stream_specs()
+    assert spec.provenance and spec.heartbeats
+    assert spec.rename("events") == "east.events" and spec.rename.came_from_target("west.events")
+    assert [b.topic for b in plan.heartbeats()] == ["kmirror.heartbeats.east"]
+    # Without them: none of the options, copies byte-identical.
+    plain = exec_start(render, source())
+    assert not {"--provenance.header.enable", "--topic.rename.format", "--target.name"} & set(plain)

@@ -43,6 +43,18 @@ options:
     description: Only consider these source topics (default all the filters select).
     type: list
     elements: str
+  rename_format:
+    description: The source's C(topic_rename_format) (C(kmirror run --topic.rename.format)) with
+      C(${topic}) and C(${source}); destination topics are created, grown and configured under the names
+      it gives. Default the source topic's name.
+    type: str
+  source_name:
+    description: The source's name, C(${source}) in I(rename_format).
+    type: str
+  target_name:
+    description: The target's name; with a I(rename_format) holding C(${source}), source topics that are
+      renamed copies from the target are not selected (as C(kmirror run --target.name)).
+    type: str
   replication_factor:
     description: Replication factor of created topics; -1 means the target's default. The role passes the
       source's C(replication_factor) from the inventory (the one its instance's C(kmirror run
@@ -104,7 +116,9 @@ try:
     from kmirror.config import admin_settings, client_conf, load_client_config
     from kmirror.config.filters import TopicFilter
     from kmirror.errors import KmirrorError
+    from kmirror.lineage.rename import rename
     from kmirror.mirror import topics as kt
+    from kmirror.mirror.heartbeats import is_heartbeat_topic
 
     IMPORT_ERROR = None
 except ImportError:
@@ -134,6 +148,9 @@ def main() -> None:
             "whitelist": {"type": "str"},
             "blacklist": {"type": "str"},
             "topics": {"type": "list", "elements": "str"},
+            "rename_format": {"type": "str"},
+            "source_name": {"type": "str"},
+            "target_name": {"type": "str"},
             "replication_factor": {"type": "int", "default": -1},
             "timeout": {"type": "float", "default": 30.0},
         },
@@ -160,22 +177,33 @@ def main() -> None:
         )
     try:
         topic_filter = TopicFilter(p["whitelist"] or None, p["blacklist"] or None)
+        names = rename(p["rename_format"] or None, p["source_name"] or "", p["target_name"] or None)
         source = admin_for(p["consumer_config"], "consumer")
         target = admin_for(p["producer_config"], "producer")
         on_source = kt.partition_counts(source, timeout=p["timeout"])
-        wanted = {t: n for t, n in on_source.items() if topic_filter.matches(t)}
+        # The topics the worker mirrors (kmirror.mirror.placement): its own heartbeat topic it makes itself.
+        by_source = {
+            t: n
+            for t, n in on_source.items()
+            if topic_filter.matches(t) and not is_heartbeat_topic(t) and not names.came_from_target(t)
+        }
         if p["topics"] is not None:
             unknown = sorted(set(p["topics"]) - set(on_source))
             if unknown:
                 module.fail_json(msg=f"not on the source cluster: {', '.join(unknown)}")
-            wanted = {t: n for t, n in wanted.items() if t in p["topics"]}
+            by_source = {t: n for t, n in by_source.items() if t in p["topics"]}
+        # From here on every topic is named by its destination name (the source's without a format).
+        dest = {t: names(t) for t in by_source}
+        wanted = {dest[t]: n for t, n in by_source.items()}
         on_target = kt.partition_counts(target, timeout=p["timeout"])
-        missing = [t for t in wanted if t not in on_target]
+        missing = [t for t in by_source if dest[t] not in on_target]
         configs = kt.describe_configs(source, missing, timeout=p["timeout"])
-        specs = kt.plan(wanted, on_target, configs)
+        specs = kt.plan(wanted, on_target, {dest[t]: c for t, c in configs.items()})
         present = {t: on_target[t] for t in wanted if t in on_target}
         # Existing destination topics: the same configs and partitions the running worker keeps them at.
-        source_cfg, source_err = kt.current_configs(source, present, p["timeout"])
+        origin = {d: t for t, d in dest.items()}
+        described, source_err = kt.current_configs(source, [origin[t] for t in present], p["timeout"])
+        source_cfg = {dest[t]: c for t, c in described.items()}
         target_cfg, target_err = kt.current_configs(target, present, p["timeout"])
         if source_err or target_err:
             module.fail_json(

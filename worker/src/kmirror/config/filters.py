@@ -20,7 +20,7 @@ backtracking matcher with Java's priority order that never visits the same (inst
 twice, so one match costs at most (program size x name length) steps for patterns without atomic groups,
 possessive quantifiers and look-arounds, and one more factor of the name length with them; a step budget
 bounds even that. Constructs whose Java meaning this engine does not reproduce exactly are refused with
-a one-line :class:`ConfigError` (``worker/tests/unit/test_filters_java.py`` compares the decisions with
+a one-line :class:`ConfigError` (``worker/tests/unit/config/test_filters_java.py`` compares the decisions with
 java.util.regex and Apache Kafka's own TopicFilter over thousands of generated patterns).
 """
 
