@@ -8,7 +8,10 @@ records loop between the clusters for ever, which is what the runbook warns of.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from mirror_harness import (
+    KMIRROR,
     Worker,
     consumer_file,
     create_topic,
@@ -130,6 +134,19 @@ def test_both_ways_with_provenance_each_cluster_holds_the_union_once(
         w.stop()
         skipped = re.findall(r"skipped_origin=(\d+)", w.log())
         assert skipped and int(skipped[-1]) == per_side, (skipped[-3:], w.log()[-2000:])
+    # The audit of the link east -> west compares what it copies: east's own records and their copies.
+    out = subprocess.run(
+        [
+            *KMIRROR, "audit", "--source.config", str(tmp_path / "east" / "consumer.properties"),
+            "--target.config", str(tmp_path / "east" / "producer.properties"), "--topics", TOPIC,
+            "--provenance", "--grace", "1s", "--master", "local[2]", "--output", str(tmp_path / "audit"),
+        ],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    n = f"{per_side:,}"
+    summary = f"0 missing, 0 duplicated, 0 unexpected, 0 in flight; {n} source and {n} target"
+    assert summary in out.stdout, out.stdout
 
 
 def test_both_ways_without_provenance_the_records_loop(

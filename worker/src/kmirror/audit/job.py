@@ -79,6 +79,7 @@ class AuditOptions:
     source_name: str = "source"
     target_name: str = "target"
     mirror: str | None = None  # the mirror's group (group.id of --source.config): its gaps on the target
+    provenance: bool = False  # --provenance: the mirror stamps its copies (kmirror.audit.provenance)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Plan:
     spans: list[Span]
     seconds: float
     gaps: SourceGaps = field(default_factory=lambda: SourceGaps(None))
+    target_id: str | None = None  # --provenance: the target's cluster id
 
 
 def plan(o: AuditOptions) -> Plan:
@@ -103,7 +105,8 @@ def plan(o: AuditOptions) -> Plan:
             f"nothing to audit: no non-empty topic matches {topics.describe()} on either cluster"
         )
     found = gaps.read(o.target, o.mirror, topics, o.from_ms, o.timeout)
-    return Plan(src + tgt, time.monotonic() - t0, found)
+    target_id = cluster_id(o.target, o.timeout) if o.provenance else None
+    return Plan(src + tgt, time.monotonic() - t0, found, target_id)
 
 
 def run(
@@ -131,6 +134,7 @@ def run(
             bucket_ms=o.bucket_ms,
             in_flight_from=in_flight_from,
             range_size=o.range_size,
+            provenance=planned.target_id,
         )
     phase1 = diff.compare_sums(rows)
     differences = diff.classify(groups, o.bucket_ms, in_flight_from)
@@ -267,6 +271,14 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         "'target' for producer.properties)",
     )
     p.add_argument(
+        "--provenance",
+        action="store_true",
+        help="the mirror runs with --provenance.header.enable (two active data centres): compare only what "
+        "this link copies. Source records whose kmirror.origin header names the target are left out (the "
+        "mirror never copies them back), so are target records written on the target (no origin header, "
+        "or the target's own); the header is not part of the compared content",
+    )
+    p.add_argument(
         "--spark.log.level",
         dest="spark_log_level",
         default="off",
@@ -309,7 +321,21 @@ def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
         source_name=a.source_name or default_name(a.source_config, "consumer", None),
         target_name=a.target_name or default_name(a.target_config, "producer", "target"),
         mirror=mirror_group(a.source_config),
+        provenance=a.provenance,
     )
+
+
+def cluster_id(settings: Mapping[str, str], timeout: float) -> str:
+    """A cluster's id (its metadata's), for --provenance."""
+    from confluent_kafka.admin import AdminClient
+
+    from kmirror.kafkaio import silent_log
+
+    admin = AdminClient({**settings, "logger": silent_log("kmirror.audit.client")})
+    found = admin.list_topics(timeout=timeout)
+    if not found.cluster_id:
+        raise AuditError("--provenance: the target cluster reports no cluster id (Kafka 0.10.1 or later)")
+    return str(found.cluster_id)
 
 
 def mirror_group(path: str) -> str | None:

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kmirror.audit import provenance
 from kmirror.audit.digest import Headers, bucket_counts, record_digests, reducer_of
 from kmirror.audit.scope import SIDES, Span
 
@@ -94,6 +95,8 @@ class KafkaRangeReader(DataSourceReader):
         self.bucket_ms = int(options["bucket_ms"])
         self.in_flight_from = int(options["in_flight_from"])
         self.reducers = int(options["reducers"])
+        # --provenance: the target's cluster id (kmirror.audit.provenance)
+        self.target_id = options.get("provenance") or None
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(task) for task in self.tasks]
@@ -113,7 +116,10 @@ class KafkaRangeReader(DataSourceReader):
         try:
             for span in spans:
                 digests = DigestedSpan(span, self.topics[span.topic], self.reducers)
-                for batch in read_span(c, span, from_ms=self.from_ms, to_ms=self.to_ms):
+                batches = read_span(c, span, from_ms=self.from_ms, to_ms=self.to_ms)
+                if self.target_id is not None:
+                    batches = provenance.link_only(batches, span.side, self.target_id)
+                for batch in batches:
                     rows = digests.add(batch)
                     if rows is not None:
                         yield rows  # Spark stores these while the range is still being read

@@ -234,6 +234,7 @@ def compare(
     bucket_ms: int,
     in_flight_from: int,
     range_size: int,
+    provenance: str | None = None,
 ) -> tuple[list[BucketRow], list[ContentGroup]]:
     """Both clusters read once, in one Spark job of two stages. Reading tasks (offset ranges of one
     cluster, at most `range_size` offsets, about two per core) digest every record and cut the digests
@@ -258,6 +259,7 @@ def compare(
         bucket_ms=bucket_ms,
         in_flight_from=in_flight_from,
         reducers=reducers,
+        provenance=provenance,
     )
     # Matching task i gets exactly the rows of r = i (and some counts rows, r = -1): placed by value, not
     # by hash (two r of a hash partitioning may share a task), no sort and no coalescing of the shuffle.
