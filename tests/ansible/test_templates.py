@@ -562,7 +562,7 @@ def test_command_line_of_an_active_active_instance_builds_the_workers_plan(rende
         parsed.provenance_header,
         parsed.topic_rename_format,
         parsed.target_name,
-        parsed.heartbeats_ms,
+        parsed.heartbeats_interval_ms,
     ) == (
         True,
         "${source}.${topic}",
