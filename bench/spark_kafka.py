@@ -16,6 +16,12 @@ bench/poms/spark-sql-kafka.xml says, once, into ~/.cache/kmirror/spark-kafka-<ha
     python bench/spark_kafka.py jars                        # fetch; print the spark.jars value
     python bench/spark_kafka.py once SOURCE TARGET TOPIC    # fresh session, one audit, JSON on stdout
     python bench/spark_kafka.py serve SOURCE TARGET         # one session; a topic per stdin line -> JSON
+
+Under spark-submit (a cluster that has the connector) the master and the jars are spark-submit's, and
+kmirror need not be installed (docs/health.md, "The same check with Spark's Kafka connector"):
+
+    spark-submit --master URL --packages org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION \
+        bench/spark_kafka.py once SOURCE_BOOTSTRAP TARGET_BOOTSTRAP TOPIC
 """
 
 from __future__ import annotations
@@ -23,12 +29,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-from kmirror.testing import jars
 
 POM = Path(__file__).with_name("poms") / "spark-sql-kafka.xml"
 BUCKET_MS = 600_000
@@ -36,6 +41,8 @@ SHUFFLE_PARTITIONS = 4
 
 
 def connector_jars() -> list[Path]:
+    from kmirror.testing import jars
+
     digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
     target = jars.cache_root().parent / f"spark-kafka-{digest}"
     lib = jars.copy_dependencies(POM, target, "Spark's Kafka connector")
@@ -45,13 +52,13 @@ def connector_jars() -> list[Path]:
 def session(master: str = "local[2]") -> Any:
     from pyspark.sql import SparkSession
 
+    b = SparkSession.builder.appName("connector-audit")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit (which owns master and jars)
+        # The bench's local session; the connector's jars fetched by this file.
+        b = b.master(master).config("spark.jars", ",".join(map(str, connector_jars())))
+        b = b.config("spark.driver.memory", "1g").config("spark.ui.enabled", "false")
     spark = (
-        SparkSession.builder.appName("connector-audit")
-        .master(master)
-        .config("spark.jars", ",".join(map(str, connector_jars())))
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        b.config("spark.ui.showConsoleProgress", "false")
         # The one setting a Spark user changes for small data on a few cores: 200 shuffle partitions
         # (the default) cost a task each (measured once, 100,000 records a cluster, warm: 23 s; 2: 11-13 s).
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))

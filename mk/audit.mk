@@ -6,8 +6,11 @@
 #                         Spark local[2], and a standalone cluster of a master and two workers; docs/health.md,
 #                         Tests)
 #   make bench-audit      the audit command (cold) and a warm session vs the raw two-process read of the same
-#                         data -> docs/benchmarks.md (its own section between <!-- audit:begin/end -->
-#                         markers; 5 runs per contender; under flock /tmp/kmirror-bench.lock)
+#                         data and vs the same check with Spark's Kafka connector (bench/spark_kafka.py, cold
+#                         and warm; its jars fetched once with mvn from bench/poms/spark-sql-kafka.xml into
+#                         ~/.cache/kmirror) -> docs/benchmarks.md (its own section between
+#                         <!-- audit:begin/end --> markers; 5 runs per contender; under flock
+#                         /tmp/kmirror-bench.lock)
 #   make lint-audit       ansible-lint --profile production on the audit role, playbook and scenario
 #   make molecule-audit   the audit role on a real systemd-nspawn guest (root; Java via an apt proxy)
 
@@ -16,7 +19,8 @@
 test-health: install ## lag and audit rules, then lag and the Spark audit against embedded brokers
 	$(BIN)/pytest -q --timeout 900 -m "health or audit" worker/tests/unit worker/tests/integration
 
-bench-audit: install ## audit command vs the raw two-process read -> docs/benchmarks.md (bench lock)
+bench-audit: install ## audit command vs the raw read and Spark's Kafka connector -> docs/benchmarks.md (bench lock)
+	$(BIN)/python bench/spark_kafka.py jars >/dev/null
 	flock /tmp/kmirror-bench.lock $(BIN)/python bench/audit.py --write docs/benchmarks.md
 
 lint-audit: ansible-install ## ansible-lint --profile production on the audit role, playbook and scenario
