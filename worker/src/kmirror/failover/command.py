@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient
 from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
+from kmirror.failover import failback
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
 from kmirror.failover.offsetsync import SYNC_TOPIC, Row, build_rows
 from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
@@ -110,6 +111,7 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         metavar="S",
         help="how long to try the source before using the checkpoints (default 5)",
     )
+    failback.register(subparsers)  # its companion for the way back
     return p
 
 
@@ -237,4 +239,4 @@ def cmd_failover(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"failover": Command(cmd_failover)}
+COMMANDS = {"failover": Command(cmd_failover), **failback.COMMANDS}
