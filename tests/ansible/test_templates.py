@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_harness import ROLES, load_module
+from ansible_harness import ROLES, ROOT, load_module
 
 from kmirror import config
 from kmirror.config import safety
@@ -582,3 +582,59 @@ def test_command_line_of_an_active_active_instance_builds_the_workers_plan(rende
     # Without them: none of the options, copies byte-identical.
     plain = exec_start(render, source())
     assert not {"--provenance.header.enable", "--topic.rename.format", "--target.name"} & set(plain)
+
+
+# A source key whose option the role passes through a variable of its own (kmirror_service's
+# kmirror_service_metrics_ports: the key, else the port base + the source's position).
+THROUGH_ROLE_VARIABLE = {"metrics_port": "kmirror_metrics_port"}
+
+
+def _sample(entry, option):
+    """A value of a cluster definition key other than the option's default, and the worker's value of it."""
+    if entry["type"] == "bool":
+        value = not option.default
+    elif entry["type"] == "int":
+        value = 9571 if entry["key"] == "metrics_port" else 7
+    elif entry.get("choices"):
+        value = next(c for c in entry["choices"] if c != option.default)
+    else:
+        value = {"name": "east-dc1", "topic_rename_format": "${source}.${topic}"}.get(entry["key"], "a.*,b")
+    return value, [value] if option.action == "append" else value
+
+
+def _instance(render, **over):
+    src = {"name": "east", **{k: v for k, v in over.items() if k not in THROUGH_ROLE_VARIABLE}}
+    roles = {THROUGH_ROLE_VARIABLE[k]: v for k, v in over.items() if k in THROUGH_ROLE_VARIABLE}
+    return exec_start(render, src, kmirror_target_cluster={"name": "west"}, **roles)
+
+
+def test_every_run_option_of_the_inventory_reaches_the_worker(render):
+    """Each source key of cluster_definition.yml that is a `run` option (kmirror.mirror.runoptions: its
+    `inventory`) renders to that option, and the worker's parser reads the key's value from it; a source
+    key that changes the command line is one of them; every option the template writes is the worker's."""
+    from kmirror.mirror.runoptions import RUN_OPTIONS
+    from kmirror.options import build_parser
+
+    generator = load_module(ROLES / "kmirror_config/files/cluster_definition.py", "kmirror_cluster_def")
+    keys = {e["key"]: e for e in generator.side_keys(generator.load(), "source")}
+    by_key = {o.inventory: o for o in RUN_OPTIONS if o.inventory}
+    assert set(by_key) <= set(keys)
+    plain = _instance(render)
+    for key, entry in keys.items():
+        option = by_key.get(key)
+        if option is None:
+            if entry["type"] in ("bool", "int", "str"):
+                changed = _instance(render, **{key: True if entry["type"] == "bool" else 7})
+                assert changed == plain, f"{key} changes the command line but is no run option's inventory"
+            continue
+        value, expected = _sample(entry, option)
+        argv = _instance(render, **{key: value})
+        assert option.flags[0] in argv, key
+        rendered = str(value).lower() if entry["type"] == "bool" else str(value)
+        assert argv[argv.index(option.flags[0]) + 1] == rendered, key
+        assert getattr(build_parser().parse_args(argv[1:]), option.dest) == expected, key
+    template = (ROOT / "templates/kmirror-instance.conf.j2").read_text()
+    listed = re.findall(r"^  \('(--[\w.]+)',", template, re.MULTILINE)
+    flags = {f for o in RUN_OPTIONS for f in o.flags}
+    assert listed and set(listed) <= flags
+    assert {o.flags[0] for o in by_key.values()} <= set(listed)
