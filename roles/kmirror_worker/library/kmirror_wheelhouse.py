@@ -257,7 +257,7 @@ def run(module: AnsibleModule, cmd: list[str], **kwargs: object) -> None:
         )
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0912, PLR0915 - an Ansible module's main: its argument spec and one sequence
     module = AnsibleModule(
         argument_spec={
             "source": {"type": "path", "required": True},

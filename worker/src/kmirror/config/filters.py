@@ -963,7 +963,7 @@ class _Run:
         self.memo: dict[tuple[int, int], int] = {}
         self.budget = STEP_BUDGET
 
-    def search(self, pc: int, pos: int, target: int) -> int:
+    def search(self, pc: int, pos: int, target: int) -> int:  # noqa: PLR0912, PLR0915 - one VM, a case per op
         """The end of the first path (Java's priority order) from (pc, pos) to END, -1 when none; with
         target >= 0 the path must end there. Each (instruction, position) state is visited once."""
         prog, s, memo = self.prog, self.s, self.memo

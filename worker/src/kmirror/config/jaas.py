@@ -214,7 +214,7 @@ class _Parser:
 
     # -- one entry: <class> <flag> key=value ... ; -----------------------------------------------
 
-    def _entry(self, first: Token, section: str | None) -> LoginModule:
+    def _entry(self, first: Token, section: str | None) -> LoginModule:  # noqa: PLR0912, PLR0915 - the grammar
         self.entries += 1
         place = f" in {section}" if section else ""
         if not first.is_name:

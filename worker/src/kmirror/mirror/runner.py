@@ -288,7 +288,7 @@ def run(
             t.join(max(0.0, deadline - time.monotonic()))
 
 
-def _run(
+def _run(  # noqa: PLR0912, PLR0915 - the supervisor: start, watch, stop, in one sequence
     specs: list[StreamSpec],
     level: str,
     collector: Collector | None,
