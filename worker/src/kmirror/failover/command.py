@@ -22,16 +22,17 @@ import json
 import time
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover import failback
-from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
+from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, reader_conf
 from kmirror.failover.offsetsync import SYNC_TOPIC, Row, build_rows
 from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
+from kmirror.lineage.provenance import origin_of
 
 EXIT_TARGET = 1
 EXIT_ACTIVE = 3
@@ -127,6 +128,73 @@ def _source_offsets(
         return None
 
 
+# Records read forward from a sync point's translation to find the copy of the group's record by its
+# provenance header; past this the sync point's (safe) translation is kept.
+HEADER_SCAN = 1_000_000
+
+
+def _cluster_id(settings: Mapping[str, str], timeout: float) -> str | None:
+    """The source's cluster id (None when it does not answer: the copies' headers then name it)."""
+    conf = dict(admin_settings(settings))
+    conf["socket.connection.setup.timeout.ms"] = str(int(timeout * 1000))
+    try:
+        return AdminClient({**conf, "logger": quiet}).list_topics(timeout=timeout).cluster_id or None
+    except KafkaException:
+        return None
+
+
+def by_headers(
+    rows: list[Row], target: Mapping[str, str], source_id: str | None, timeout: float
+) -> list[Row]:
+    """Each translation made exact where the copies carry provenance headers (--provenance.header.enable):
+    from the sync point's translation T (never past the copy of the group's record C) read forward to
+    the first copy of this source partition whose origin offset is at least C. A partition whose copies
+    carry no header keeps T."""
+    reader = Consumer({**reader_conf(target), "enable.partition.eof": True}, logger=quiet)
+    out = []
+    try:
+        for r in rows:
+            if r.translated is None or r.translated >= r.log_end:
+                out.append(r)
+                continue
+            found = _first_copy_from(reader, r, source_id, timeout)
+            out.append(r if found is None else r.exact(found))
+    finally:
+        reader.close()
+    return out
+
+
+def _first_copy_from(reader: Consumer, r: Row, source_id: str | None, timeout: float) -> int | None:
+    """The target offset of the first copy at or after r.translated of a source record at or after
+    r.source_offset (r.log_end when every copy there is of an earlier record); None without headers."""
+    assert r.translated is not None
+    reader.assign([TopicPartition(r.topic, r.partition, r.translated)])
+    seen_header = False
+    read = 0
+    deadline = time.monotonic() + timeout
+    while read < HEADER_SCAN and time.monotonic() < deadline:
+        for m in reader.consume(500, 0.5):
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return r.log_end if seen_header else None
+                raise KafkaException(err)
+            read += 1
+            origin = origin_of(m.headers())
+            if origin is None or (origin.topic, origin.partition) != (r.topic, r.partition):
+                continue
+            if source_id is None:
+                source_id = origin.cluster  # the source is gone: the first copy names it
+            if origin.cluster != source_id:
+                continue
+            seen_header = True
+            if origin.offset >= r.source_offset:
+                return m.offset()
+        if not seen_header and read > 1000:
+            return None  # no copy with a header among the first records: a mirror without provenance
+    return None
+
+
 def cmd_failover(a: argparse.Namespace) -> int:
     source = load_client_config(a.source_config, "consumer", allow_unsafe=True)
     target = load_client_config(a.target_config, "producer", allow_unsafe=True)
@@ -179,6 +247,10 @@ def cmd_failover(a: argparse.Namespace) -> int:
         log_ends=ends,
         now_ms=int(time.time() * 1000),
     )
+    try:
+        rows = by_headers(rows, target.settings, _cluster_id(source.settings, a.source_timeout), a.timeout)
+    except KafkaException as exc:
+        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     active = is_active(state, members)
     if a.apply and active:
         raise FailoverError(

@@ -58,7 +58,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import cast
 
 SYNC_TOPIC = "__kmirror-offset-syncs"
@@ -416,6 +416,13 @@ class Row:
     age_s: float | None  # seconds since the checkpoint (source_from checkpoint) or the sync point was taken
     log_end: int  # the target partition's end offset
     action: str  # commit, keep (already at or past T), none (no translation)
+    # T was found by the copies' provenance headers: the copy of the record at C (0 read again)
+    by_header: bool = False
+
+    def exact(self, target: int) -> Row:
+        """This row with T found by the provenance headers of the copies (nothing read again or skipped)."""
+        action = "commit" if target > self.on_target else "keep"
+        return replace(self, sync_point=self.source_offset, translated=target, action=action, by_header=True)
 
     @property
     def committed_after(self) -> int:
