@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 
@@ -113,6 +114,24 @@ def _reader(settings: Mapping[str, str]) -> Consumer:
     )
 
 
+# Passing refusals of a partition's metadata (a topic just created, a leader moving): asked again.
+PASSING = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "_UNKNOWN_PARTITION"}
+
+
+def _watermarks(c: Consumer, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    """(low, high) of a partition, asked of its leader; passing refusals are asked again until timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            tp = TopicPartition(topic, partition)
+            low, high = c.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].name() not in PASSING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _read(c: Consumer, topic: str, partition: int, lo: int, hi: int, *, timeout: float) -> Iterator[object]:
     """The records of [lo, hi) of one partition."""
     from confluent_kafka import KafkaError
@@ -190,9 +209,9 @@ def plan(
     try:
         for t in names:
             for p in sorted(old_md.topics[t].partitions):
-                _, old_end = old_c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout)
+                _, old_end = _watermarks(old_c, t, p, timeout)
                 if t in new_md.topics and p in new_md.topics[t].partitions:
-                    new_lo, new_end = new_c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout)
+                    new_lo, new_end = _watermarks(new_c, t, p, timeout)
                 else:
                     new_lo = new_end = 0
                 found = (
@@ -249,7 +268,7 @@ def quarantine(old: Mapping[str, str], parts: list[Partition], timeout: float) -
     try:
         for p in todo:
             q = p.topic + QUARANTINE_SUFFIX
-            lo, held = reader.get_watermark_offsets(TopicPartition(q, p.partition), timeout=timeout)
+            lo, held = _watermarks(reader, q, p.partition, timeout)
             already = held - lo  # an earlier run's copy: the tail's first records, in order
             a, b = p.tail
             for i, m in enumerate(_read(reader, p.topic, p.partition, a, b, timeout=timeout)):
