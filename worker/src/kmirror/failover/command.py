@@ -21,6 +21,7 @@ import argparse
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -30,7 +31,7 @@ from kmirror.config import admin_settings, load_client_config
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover import failback
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, reader_conf
-from kmirror.failover.offsetsync import SYNC_TOPIC, Row, build_rows
+from kmirror.failover.offsetsync import SYNC_TOPIC, Gap, Row, SyncData, build_rows
 from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
 from kmirror.lineage.provenance import origin_of
 
@@ -195,18 +196,23 @@ def _first_copy_from(reader: Consumer, r: Row, source_id: str | None, timeout: f
     return None
 
 
-def cmd_failover(a: argparse.Namespace) -> int:
-    source = load_client_config(a.source_config, "consumer", allow_unsafe=True)
-    target = load_client_config(a.target_config, "producer", allow_unsafe=True)
-    mirror = source.settings["group.id"]
-    group = a.group
-    where = target.settings.get("bootstrap.servers")
-    if group == mirror or group.startswith("__"):
-        raise FailoverError(
-            f"group {group!r} is the mirror's own or an internal group; it is never failed over", 2
-        )
+@dataclass
+class Plan:
+    """What `kmirror failover` found for one group: its rows and the state around them."""
+
+    group: str
+    mirror: str
+    live: dict[tuple[str, int], int] | None  # the group's offsets read from the source (None: checkpoints)
+    state: str
+    members: int
+    rows: list[Row]
+    gaps: list[Gap]
+
+
+def _sync_data(target: Mapping[str, str], mirror: str, timeout: float) -> SyncData:
+    where = target.get("bootstrap.servers")
     try:
-        data = read_sync_data(target.settings, mirror, a.timeout)
+        data = read_sync_data(target, mirror, timeout)
     except KafkaException as exc:
         raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     if not len(data.store):
@@ -215,7 +221,14 @@ def cmd_failover(a: argparse.Namespace) -> int:
             "run the mirror with --groups (and give its consumer file as --source.config)",
             EXIT_NO_DATA,
         )
-    live = _source_offsets(source.settings, group, a.source_timeout)
+    return data
+
+
+def _group_offsets(
+    data: SyncData, source: Mapping[str, str], group: str, mirror: str, timeout: float
+) -> dict[tuple[str, int], int] | None:
+    """The group's offsets on the source of the partitions the mirror syncs (None: use the checkpoints)."""
+    live = _source_offsets(source, group, timeout)
     if live is not None:  # only partitions the mirror has sync points for
         live = {k: v for k, v in live.items() if data.store.has(*k)}
     if not live and not data.group_checkpoints(group):
@@ -225,52 +238,40 @@ def cmd_failover(a: argparse.Namespace) -> int:
             "and that it matches kmirror run --groups",
             EXIT_NO_DATA,
         )
-    if not live:
-        live = None  # the source answers but has nothing: use the checkpoints
-    admin = AdminClient({**admin_settings(target.settings), "logger": quiet})
+    return live or None  # the source answers but has nothing: the checkpoints
+
+
+def plan(a: argparse.Namespace, source: Mapping[str, str], target: Mapping[str, str]) -> Plan:
+    """Read both clusters and translate the group's offsets (nothing is changed)."""
+    mirror, group = source["group.id"], a.group
+    where = target.get("bootstrap.servers")
+    if group == mirror or group.startswith("__"):
+        raise FailoverError(
+            f"group {group!r} is the mirror's own or an internal group; it is never failed over", 2
+        )
+    data = _sync_data(target, mirror, a.timeout)
+    live = _group_offsets(data, source, group, mirror, a.source_timeout)
+    admin = AdminClient({**admin_settings(target), "logger": quiet})
     try:
         state, members = group_state(admin, group, a.timeout)
         on_target = committed_offsets(admin, group, a.timeout)
         parts = set(data.group_checkpoints(group)) | set(live or {})
-        probe = Consumer(probe_conf(target.settings), logger=quiet)
+        probe = Consumer(probe_conf(target), logger=quiet)
         try:
             ends = true_ends(admin, probe, sorted(p for p in parts if data.store.has(*p)), a.timeout)
         finally:
             probe.close()
-    except KafkaException as exc:
-        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
-    rows = build_rows(
-        data,
-        group,
-        source_committed=live,
-        target_committed=on_target,
-        log_ends=ends,
-        now_ms=int(time.time() * 1000),
-    )
-    try:
-        rows = by_headers(rows, target.settings, _cluster_id(source.settings, a.source_timeout), a.timeout)
-    except KafkaException as exc:
-        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
-    active = is_active(state, members)
-    if a.apply and active:
-        raise FailoverError(
-            f"group {group!r} has {members} active member(s) on the target (state {state}); stop its "
-            "consumers there, then run again",
-            EXIT_ACTIVE,
+        rows = build_rows(
+            data,
+            group,
+            source_committed=live,
+            target_committed=on_target,
+            log_ends=ends,
+            now_ms=int(time.time() * 1000),
         )
-    applied = []
-    if a.apply:
-        applied = [TopicPartition(r.topic, r.partition, r.translated) for r in rows if r.action == "commit"]
-        if applied:
-            try:
-                fut = admin.alter_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, applied)], request_timeout=a.timeout
-                )
-                fut[group].result()
-            except KafkaException as exc:
-                raise FailoverError(
-                    f"committing group {group!r} on the target ({where}): {error_line(exc)}", EXIT_TARGET
-                ) from None
+        rows = by_headers(rows, target, _cluster_id(source, a.source_timeout), a.timeout)
+    except KafkaException as exc:
+        raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     # Ranges the mirror could not copy that the group had not read yet: it will not find them on the target.
     at = {(r.topic, r.partition): r.source_offset for r in rows}
     gaps = [
@@ -278,36 +279,78 @@ def cmd_failover(a: argparse.Namespace) -> int:
         for g in data.gaps
         if (g.topic, g.partition) in at and g.lost and g.last >= at[(g.topic, g.partition)]
     ]
-    result = {
-        "group": group,
-        "mirror": mirror,
-        "source": "reachable" if live is not None else "unreachable",
-        "target_state": state,
-        "active": active,
-        "applied": a.apply,
-        "committed": len(applied),
-        "partitions": [r.as_dict() for r in rows],
-        "untranslated": [f"{r.topic}/{r.partition}" for r in rows if r.translated is None],
-        "gaps": [g.as_dict() for g in gaps],
-    }
-    if a.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    origin = "read from the source" if live is not None else "source unreachable: from the last checkpoints"
-    print(f"group {group} (mirror {mirror}; offsets {origin}; on the target: state {state})")
-    print(table(rows))
-    for g in gaps:
-        print(
-            f"gap: {g.topic}/{g.partition} offsets {g.first}..{g.last} ({g.last - g.first + 1} records) were "
-            "purged on the source before they were mirrored: the group will not find them on the target "
-            "(docs/runbooks/source-gap.md)"
+    return Plan(group, mirror, live, state, members, rows, gaps)
+
+
+def apply(p: Plan, target: Mapping[str, str], timeout: float) -> list[TopicPartition]:
+    """Commit the translated offsets that move the group forward (refused while it has members)."""
+    if is_active(p.state, p.members):
+        raise FailoverError(
+            f"group {p.group!r} has {p.members} active member(s) on the target (state {p.state}); stop its "
+            "consumers there, then run again",
+            EXIT_ACTIVE,
         )
-    if active:
-        print(f"note: the group has {members} active member(s) on the target; --apply would be refused")
-    if a.apply:
-        print(f"committed {len(applied)} partition(s) for group {group} on the target")
+    applied = [TopicPartition(r.topic, r.partition, r.translated) for r in p.rows if r.action == "commit"]
+    if applied:
+        admin = AdminClient({**admin_settings(target), "logger": quiet})
+        try:
+            fut = admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(p.group, applied)], request_timeout=timeout
+            )
+            fut[p.group].result()
+        except KafkaException as exc:
+            where = target.get("bootstrap.servers")
+            raise FailoverError(
+                f"committing group {p.group!r} on the target ({where}): {error_line(exc)}", EXIT_TARGET
+            ) from None
+    return applied
+
+
+def report(p: Plan, applied: list[TopicPartition] | None) -> dict[str, object]:
+    """The --json document."""
+    return {
+        "group": p.group,
+        "mirror": p.mirror,
+        "source": "reachable" if p.live is not None else "unreachable",
+        "target_state": p.state,
+        "active": is_active(p.state, p.members),
+        "applied": applied is not None,
+        "committed": len(applied or []),
+        "partitions": [r.as_dict() for r in p.rows],
+        "untranslated": [f"{r.topic}/{r.partition}" for r in p.rows if r.translated is None],
+        "gaps": [g.as_dict() for g in p.gaps],
+    }
+
+
+def text(p: Plan, applied: list[TopicPartition] | None) -> list[str]:
+    """The report for a terminal."""
+    origin = "read from the source" if p.live is not None else "source unreachable: from the last checkpoints"
+    head = f"group {p.group} (mirror {p.mirror}; offsets {origin}; on the target: state {p.state})"
+    out = [head, table(p.rows)]
+    out += [
+        f"gap: {g.topic}/{g.partition} offsets {g.first}..{g.last} ({g.last - g.first + 1} records) were "
+        "purged on the source before they were mirrored: the group will not find them on the target "
+        "(docs/runbooks/source-gap.md)"
+        for g in p.gaps
+    ]
+    if is_active(p.state, p.members):
+        out.append(f"note: the group has {p.members} active member(s) on the target; --apply is refused")
+    if applied is not None:
+        out.append(f"committed {len(applied)} partition(s) for group {p.group} on the target")
     else:
-        print("(nothing changed; --apply commits the partitions marked commit)")
+        out.append("(nothing changed; --apply commits the partitions marked commit)")
+    return out
+
+
+def cmd_failover(a: argparse.Namespace) -> int:
+    source = load_client_config(a.source_config, "consumer", allow_unsafe=True).settings
+    target = load_client_config(a.target_config, "producer", allow_unsafe=True).settings
+    p = plan(a, source, target)
+    applied = apply(p, target, a.timeout) if a.apply else None
+    if a.json:
+        print(json.dumps(report(p, applied), indent=2))
+    else:
+        print("\n".join(text(p, applied)))
     return 0
 
 
