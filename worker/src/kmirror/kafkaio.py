@@ -14,9 +14,10 @@ asked for.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
@@ -44,6 +45,22 @@ def silent_log(name: str) -> logging.Logger:
         logger.addHandler(logging.NullHandler())
     logger.propagate = False
     return logger
+
+
+@contextlib.contextmanager
+def silenced(name: str) -> Iterator[None]:
+    """While it lasts, the lines handed to logger ``name`` and its children are dropped (a command that
+    says what failed in its own line); then the logger is as it was."""
+    logger = logging.getLogger(name)
+    drop = logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(drop)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(drop)
+        logger.propagate = propagate
 
 
 # ------------------------------------------------------------------------------------------- errors

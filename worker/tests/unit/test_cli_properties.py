@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -256,6 +259,51 @@ def outcome(capsys, argv: list[str]) -> tuple[int, str, str, float]:
     return code, out, err, took
 
 
+# librdkafka issue 4605 (open upstream): an admin request that times out while its client is destroyed can
+# abort the process ("rd_kafka_enq_once_del_source_return: Assertion ... failed") or crash it. `lag` and
+# `failover` make such requests against 127.0.0.1:1 in every case, so they run in a child process of their
+# own; a child killed by a signal is run again (twice at most), and a third crash fails the test.
+UPSTREAM_CRASH_RETRIES = 2
+
+
+def outcome_in_child(argv: list[str]) -> tuple[int, str, str, float]:
+    """`outcome`, in a forked child: a crash inside librdkafka takes the child, not the test process."""
+    for attempt in range(UPSTREAM_CRASH_RETRIES + 1):
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            started = time.monotonic()
+            pid = os.fork()
+            if pid == 0:  # the child: main() with its own stdout and stderr, then exit at once
+                code = 1
+                try:
+                    os.dup2(out.fileno(), 1)
+                    os.dup2(err.fileno(), 2)
+                    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+                    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+                    logging.getLogger().handlers[:] = []
+                    try:
+                        code = main(argv)
+                    except SystemExit as exc:
+                        code = exc.code if isinstance(exc.code, int) else 1
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            took = time.monotonic() - started
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        if os.WIFEXITED(status):
+            return os.WEXITSTATUS(status), stdout, stderr, took
+        if attempt == UPSTREAM_CRASH_RETRIES:
+            raise AssertionError(
+                f"kmirror {argv!r} died of signal {os.WTERMSIG(status)} {UPSTREAM_CRASH_RETRIES + 1} times:\n"
+                f"{stderr}"
+            )
+        event("crash inside librdkafka (issue 4605), run again")
+    raise AssertionError("unreachable")
+
+
 def check(command: str, argv: list[str], code: int, err: str, took: float) -> None:
     where = f"kmirror {' '.join(map(repr, argv))}"
     assert code in EXITS[command], f"{where}: exit {code}\n{err}"
@@ -313,17 +361,17 @@ def test_check_config_ends_in_a_documented_outcome(capsys, world, in_tmp, data):
 
 @settings(PROPERTY, max_examples=25)
 @given(data=st.data())
-def test_lag_ends_in_a_documented_outcome(capsys, world, in_tmp, data):
+def test_lag_ends_in_a_documented_outcome(world, in_tmp, data):
     argv = data.draw(argv_for("lag", world))
-    code, _, err, took = outcome(capsys, argv)
+    code, _, err, took = outcome_in_child(argv)
     check("lag", argv, code, err, took)
 
 
 @settings(PROPERTY, max_examples=25)
 @given(data=st.data())
-def test_failover_ends_in_a_documented_outcome(capsys, world, in_tmp, data):
+def test_failover_ends_in_a_documented_outcome(world, in_tmp, data):
     argv = data.draw(argv_for("failover", world))
-    code, _, err, took = outcome(capsys, argv)
+    code, _, err, took = outcome_in_child(argv)
     check("failover", argv, code, err, took)
 
 

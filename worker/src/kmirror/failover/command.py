@@ -32,7 +32,7 @@ from kmirror.errors import Command, KmirrorError
 from kmirror.failover import failback
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, reader_conf
 from kmirror.failover.offsetsync import SYNC_TOPIC, Gap, Row, SyncData, build_rows
-from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
+from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, silenced, true_ends
 from kmirror.lineage.provenance import origin_of
 
 EXIT_TARGET = 1
@@ -345,8 +345,11 @@ def text(p: Plan, applied: list[TopicPartition] | None) -> list[str]:
 def cmd_failover(a: argparse.Namespace) -> int:
     source = load_client_config(a.source_config, "consumer", allow_unsafe=True).settings
     target = load_client_config(a.target_config, "producer", allow_unsafe=True).settings
-    p = plan(a, source, target)
-    applied = apply(p, target, a.timeout) if a.apply else None
+    # librdkafka's own lines (a broker refusing connections, ...) are not the operator's: the command says
+    # what failed in its one line (the mirror's group sync logs them, through the same loggers).
+    with silenced("kmirror.librdkafka"):
+        p = plan(a, source, target)
+        applied = apply(p, target, a.timeout) if a.apply else None
     if a.json:
         print(json.dumps(report(p, applied), indent=2))
     else:

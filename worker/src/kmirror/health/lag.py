@@ -19,6 +19,7 @@ from kmirror.kafkaio import (
     client_log,
     committed_offsets,
     describe_group,
+    error_line,
     has_list_offsets,
     listed_offsets,
     watermarks,
@@ -95,7 +96,7 @@ def group_lag(
             resources = {"GROUP": group, "TOPIC": min(wanted) if wanted else "?"}
             cluster = f"cluster {admin_conf.get('bootstrap.servers', '?')}"
             raise refused(err, cluster, admin_conf, "DESCRIBE", resources).error("kmirror lag") from None
-        raise KmirrorError(f"could not read the lag of group {group!r}: {exc}") from None
+        raise KmirrorError(f"could not read the lag of group {group!r}: {error_line(exc)}") from None
     return compute(group, {k: v for k, v in committed.items() if k[0] in wanted}, starts, ends, owners)
 
 
