@@ -227,6 +227,19 @@ def test_both_ways_renamed_each_cluster_holds_its_topic_and_the_others_copy(
             assert seq == sorted(seq) and all(i % PARTITIONS == p for i in seq), f"{name} partition {p}"
     for w in workers:
         assert "not mirrored, renamed copies of the target's topics" in w.log(), w.log()[-2000:]
+    # The audit compares east's events with its renamed copy on west.
+    out = subprocess.run(
+        [
+            *KMIRROR, "audit", "--source.config", str(tmp_path / "east" / "consumer.properties"),
+            "--target.config", str(tmp_path / "east" / "producer.properties"), "--topics", TOPIC,
+            "--source.name", "east", "--topic.rename.format", "${source}.${topic}", "--grace", "1s",
+            "--master", "local[2]", "--output", str(tmp_path / "audit"),
+        ],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    n = f"{per_side:,}"
+    assert f"0 missing, 0 duplicated, 0 unexpected, 0 in flight; {n} source and {n} target" in out.stdout
 
 
 def test_heartbeats_give_each_link_its_latency_when_idle_and_never_travel_back(

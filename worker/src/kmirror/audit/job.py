@@ -39,8 +39,8 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,7 @@ from kmirror.audit.spark import LOG_LEVELS
 from kmirror.commandline import Parser, add_command, add_file_option, run_alone, seconds
 from kmirror.config.filters import TopicFilter
 from kmirror.errors import Command, KmirrorError
+from kmirror.lineage.rename import Rename, rename
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,6 +81,7 @@ class AuditOptions:
     target_name: str = "target"
     mirror: str | None = None  # the mirror's group (group.id of --source.config): its gaps on the target
     provenance: bool = False  # --provenance: the mirror stamps its copies (kmirror.audit.provenance)
+    rename_format: str | None = None  # --topic.rename.format: the target's topics are renamed copies
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Plan:
     seconds: float
     gaps: SourceGaps = field(default_factory=lambda: SourceGaps(None))
     target_id: str | None = None  # --provenance: the target's cluster id
+    read_as: dict[str, str] = field(default_factory=dict)  # --topic.rename.format: source -> target name
 
 
 def plan(o: AuditOptions) -> Plan:
@@ -99,14 +102,19 @@ def plan(o: AuditOptions) -> Plan:
     topics = TopicFilter(include=o.topics, exclude=o.exclude)
     kw = {"from_ms": o.from_ms, "max_skew_ms": o.max_skew_ms, "timeout": o.timeout}
     src = plan_cluster(SOURCE, o.source, topics, name="source", **kw)  # type: ignore[arg-type]
-    tgt = plan_cluster(TARGET, o.target, topics, name="target", **kw)  # type: ignore[arg-type]
+    names = rename(o.rename_format, o.source_name)
+    copies = RenamedCopies(topics, names) if not names.identity else topics
+    tgt = plan_cluster(TARGET, o.target, copies, name="target", **kw)  # type: ignore[arg-type]
+    if not names.identity:  # the copies' spans under their source topic's name, compared with it
+        tgt = [replace(s, topic=names.source_topic(s.topic) or s.topic) for s in tgt]
     if not src and not tgt:
         raise AuditError(
             f"nothing to audit: no non-empty topic matches {topics.describe()} on either cluster"
         )
     found = gaps.read(o.target, o.mirror, topics, o.from_ms, o.timeout)
     target_id = cluster_id(o.target, o.timeout) if o.provenance else None
-    return Plan(src + tgt, time.monotonic() - t0, found, target_id)
+    read_as = {} if names.identity else {s.topic: names(s.topic) for s in tgt}
+    return Plan(src + tgt, time.monotonic() - t0, found, target_id, read_as)
 
 
 def run(
@@ -135,6 +143,7 @@ def run(
             in_flight_from=in_flight_from,
             range_size=o.range_size,
             provenance=planned.target_id,
+            read_as=planned.read_as,
         )
     phase1 = diff.compare_sums(rows)
     differences = diff.classify(groups, o.bucket_ms, in_flight_from)
@@ -271,6 +280,13 @@ def register(subparsers: argparse._SubParsersAction[Parser]) -> argparse.Argumen
         "'target' for producer.properties)",
     )
     p.add_argument(
+        "--topic.rename.format",
+        dest="rename_format",
+        metavar="FORMAT",
+        help="the mirror's --topic.rename.format: each source topic is compared with its renamed copy on "
+        "the target (${source} is --source.name)",
+    )
+    p.add_argument(
         "--provenance",
         action="store_true",
         help="the mirror runs with --provenance.header.enable (two active data centres): compare only what "
@@ -322,7 +338,22 @@ def options(a: argparse.Namespace, now: datetime) -> AuditOptions:
         target_name=a.target_name or default_name(a.target_config, "producer", "target"),
         mirror=mirror_group(a.source_config),
         provenance=a.provenance,
+        rename_format=a.rename_format,
     )
+
+
+class RenamedCopies:
+    """The target's topics that are renamed copies of selected source topics (for plan_cluster)."""
+
+    def __init__(self, topics: TopicFilter, names: Rename) -> None:
+        self.topics, self.names = topics, names
+
+    def select(self, found: Iterable[str]) -> list[str]:
+        # Not a copy: "__", which no filter selects (internal topics never are).
+        return sorted(t for t in found if self.topics.matches(self.names.source_topic(t) or "__"))
+
+    def describe(self) -> str:
+        return f"{self.topics.describe()}, renamed as {self.names('<topic>')}"
 
 
 def cluster_id(settings: Mapping[str, str], timeout: float) -> str:

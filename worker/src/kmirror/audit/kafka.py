@@ -8,13 +8,13 @@ high watermark lags behind the log (the embedded test broker).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmirror.audit.scope import Span, planned_end
 from kmirror.authorization import authorization_error, refused
-from kmirror.config.filters import TopicFilter
 from kmirror.errors import KmirrorError
 from kmirror.kafkaio import client_log, error_line, watermarks
 
@@ -51,10 +51,16 @@ def consumer_conf(settings: Mapping[str, str]) -> dict[str, object]:
     }
 
 
+class Selector(Protocol):
+    """Which of a cluster's topics are read (a TopicFilter; on the target, maybe their renamed copies)."""
+
+    def select(self, topics: Iterable[str]) -> list[str]: ...
+
+
 def plan_cluster(
     side: int,
     settings: Mapping[str, str],
-    topics: TopicFilter,
+    topics: Selector,
     *,
     from_ms: int | None,
     max_skew_ms: int,

@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from kmirror.audit import provenance
 from kmirror.audit.digest import Headers, bucket_counts, record_digests, reducer_of
-from kmirror.audit.scope import SIDES, Span
+from kmirror.audit.scope import SIDES, SOURCE, Span
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -97,6 +97,8 @@ class KafkaRangeReader(DataSourceReader):
         self.reducers = int(options["reducers"])
         # --provenance: the target's cluster id (kmirror.audit.provenance)
         self.target_id = options.get("provenance") or None
+        # --topic.rename.format: the target topic each (source) topic's copy is read from
+        self.read_as: dict[str, str] = json.loads(options.get("read_as") or "{}")
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(task) for task in self.tasks]
@@ -116,7 +118,8 @@ class KafkaRangeReader(DataSourceReader):
         try:
             for span in spans:
                 digests = DigestedSpan(span, self.topics[span.topic], self.reducers)
-                batches = read_span(c, span, from_ms=self.from_ms, to_ms=self.to_ms)
+                read_as = self.read_as.get(span.topic) if span.side != SOURCE else None
+                batches = read_span(c, span, from_ms=self.from_ms, to_ms=self.to_ms, read_as=read_as)
                 if self.target_id is not None:
                     batches = provenance.link_only(batches, span.side, self.target_id)
                 for batch in batches:
@@ -229,6 +232,7 @@ def read_span(
     *,
     from_ms: int | None,
     to_ms: int | None,
+    read_as: str | None = None,
 ) -> Iterator[RecordBatch]:
     """The records of one span, one consume() at a time, as columns, with this consumer (assigned to
     the span's partition only: librdkafka drops what it fetched for an earlier assignment).
@@ -239,7 +243,7 @@ def read_span(
 
     from kmirror.audit.kafka import UNUSED_GROUP_ERRORS
 
-    c.assign([TopicPartition(span.topic, span.partition, span.start)])
+    c.assign([TopicPartition(read_as or span.topic, span.partition, span.start)])
     pos, last_progress = span.start, time.monotonic()
     while pos < span.end:
         msgs = c.consume(min(BATCH, span.end - pos), 0.2)

@@ -235,6 +235,7 @@ def compare(
     in_flight_from: int,
     range_size: int,
     provenance: str | None = None,
+    read_as: Mapping[str, str] | None = None,
 ) -> tuple[list[BucketRow], list[ContentGroup]]:
     """Both clusters read once, in one Spark job of two stages. Reading tasks (offset ranges of one
     cluster, at most `range_size` offsets, about two per core) digest every record and cut the digests
@@ -260,6 +261,7 @@ def compare(
         in_flight_from=in_flight_from,
         reducers=reducers,
         provenance=provenance,
+        read_as=dict(read_as or {}),
     )
     # Matching task i gets exactly the rows of r = i (and some counts rows, r = -1): placed by value, not
     # by hash (two r of a hash partitioning may share a task), no sort and no coalescing of the shuffle.
