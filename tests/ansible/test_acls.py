@@ -162,6 +162,37 @@ def test_failover_offset_sync_bindings():
     assert offsetsync.SYNC_TOPIC == "__kmirror-offset-syncs"  # the name the bindings grant
 
 
+def test_renamed_copies_and_heartbeats_bindings():
+    """--topic.rename.format: the target grants the copies' names; --heartbeats.interval.ms: the source's
+    heartbeat topic is also written and made on the source, and its (renamed) copy is a destination topic."""
+    from kmirror.mirror.heartbeats import heartbeat_topic
+
+    tgt = bindings(
+        "target",
+        "User:m",
+        whitelist="orders.*,payments",
+        source_name="east",
+        rename_format="${source}.${topic}",
+        heartbeats=True,
+    )
+    names = {(b.pattern_type, b.name) for b in tgt}
+    assert names == {
+        ("PREFIXED", "east.orders"),
+        ("LITERAL", "east.payments"),
+        ("LITERAL", "east." + heartbeat_topic("east")),
+    }
+    copy_ops = {b.operation for b in tgt if b.name == "east.kmirror.heartbeats.east"}
+    assert copy_ops >= {"WRITE", "READ", "CREATE"}
+    src = bindings("source", "User:m", whitelist="orders.*", group="g", source_name="east", heartbeats=True)
+    beats = {b.operation for b in src if b.name == heartbeat_topic("east")}
+    assert beats == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS", "WRITE", "CREATE"}
+    # Every topic stays every topic; a format that could merge topics is refused as the worker refuses it.
+    every = bindings("target", "User:m", source_name="e", rename_format="x.${topic}")
+    assert {b.name for b in every} == {"*"}
+    with pytest.raises(bindings_mod.AclPatternError, match=r"topic\.rename\.format"):
+        bindings("target", "User:m", whitelist="a", source_name="e", rename_format="${source}")
+
+
 def test_explicit_patterns_win():
     got = bindings(
         "target", "User:m", whitelist="a[0-9]", patterns=[{"name": "a", "pattern_type": "prefixed"}]

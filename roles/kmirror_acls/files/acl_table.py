@@ -48,6 +48,18 @@ REASONS: dict[tuple[str, str, str], str] = {
     ("target", "sync topic", "DESCRIBE"): "find its partitions",
     ("target", "sync topic", "READ"): "read the sync points back (after a restart, `kmirror failover`)",
     ("target", "sync topic", "WRITE"): "write a sync point at every commit point",
+    ("source", "heartbeat topic", "READ"): "mirror the heartbeats",
+    ("source", "heartbeat topic", "DESCRIBE"): "find its partition",
+    ("source", "heartbeat topic", "DESCRIBE_CONFIGS"): "copy its configs to its copy",
+    ("source", "heartbeat topic", "WRITE"): "write a heartbeat every interval",
+    ("source", "heartbeat topic", "CREATE"): "create it when missing",
+    ("target", "heartbeat topic", "WRITE"): "write the heartbeats' copies",
+    ("target", "heartbeat topic", "DESCRIBE"): "see whether the copy exists",
+    ("target", "heartbeat topic", "CREATE"): "create the copy",
+    ("target", "heartbeat topic", "DESCRIBE_CONFIGS"): "compare its configs",
+    ("target", "heartbeat topic", "ALTER_CONFIGS"): "keep them equal to the source's",
+    ("target", "heartbeat topic", "ALTER"): "(as for every destination topic)",
+    ("target", "heartbeat topic", "READ"): "read the copies back: the link's latency",
 }
 RESOURCES = {
     "topics": "TOPIC: the whitelisted topics (LITERAL or PREFIXED: whitelist or `acl_topic_patterns`)",
@@ -55,13 +67,16 @@ RESOURCES = {
     "cluster": "CLUSTER `kafka-cluster`",
     "synced groups": "GROUP: the groups of the source's `groups` regex (LITERAL or PREFIXED)",
     "sync topic": "TOPIC LITERAL `__kmirror-offset-syncs`",
+    "heartbeat topic": "TOPIC LITERAL `kmirror.heartbeats.<source>` (on the target: its renamed name)",
 }
 WHEN = {
     "": "always",
     "idempotent_write": "`kmirror_acls_idempotent_write: true`",
     "sync_groups": "the source has `groups` (failover offset sync, `kmirror run --groups`)",
+    "heartbeats": "the source has `heartbeats_interval_ms` (`kmirror run --heartbeats.interval.ms`)",
 }
 PRINCIPAL, WHITELIST, GROUP, SYNCED = "User:kmirror", "orders.*|payments", "kmirror-east", "app.*"
+NAME = "east"  # the source's name
 
 
 def load_bindings(path: Path = BINDINGS) -> ModuleType:
@@ -79,6 +94,8 @@ def _resource(mod: ModuleType, b: object) -> str:
         return "cluster"
     if kind == "GROUP":
         return "group" if name == GROUP else "synced groups"
+    if name.startswith(mod.HEARTBEAT_PREFIX):
+        return "heartbeat topic"
     return "sync topic" if name == mod.SYNC_TOPIC else "topics"
 
 
@@ -93,6 +110,8 @@ def rows(mod: ModuleType | None = None) -> list[tuple[str, str, str, list[str]]]
             "": plain,
             "idempotent_write": set(mod.bindings(side, PRINCIPAL, **base, idempotent_write=True)) - plain,
             "sync_groups": set(mod.bindings(side, PRINCIPAL, **base, sync_groups=SYNCED)) - plain,
+            "heartbeats": set(mod.bindings(side, PRINCIPAL, **base, source_name=NAME, heartbeats=True))
+            - plain,
         }
         for condition, found in extra.items():
             grouped: dict[str, list[str]] = {}

@@ -46,6 +46,18 @@ options:
       - Java regex of the consumer groups whose offsets kmirror syncs for failover (the source's C(groups),
         C(kmirror run --groups)); adds the group, target-topic READ and sync-topic bindings it needs.
     type: str
+  source_name:
+    description: The source's name (the inventory's), for I(rename_format) and I(heartbeats).
+    type: str
+  rename_format:
+    description: The source's C(topic_rename_format); on the target the destination topics' renamed names are
+      granted.
+    type: str
+  heartbeats:
+    description: The source has C(heartbeats_interval_ms); grants its heartbeat topic
+      C(kmirror.heartbeats.NAME) on the source (also WRITE and CREATE) and its copy on the target.
+    type: bool
+    default: false
   host:
     description: The host the principal may connect from.
     type: str
@@ -177,6 +189,9 @@ def main() -> None:
             "host": {"type": "str", "default": "*"},
             "idempotent_write": {"type": "bool", "default": False},
             "sync_groups": {"type": "str"},
+            "source_name": {"type": "str"},
+            "rename_format": {"type": "str"},
+            "heartbeats": {"type": "bool", "default": False},
             "admin_config": {"type": "dict", "no_log": True},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
             "timeout": {"type": "float", "default": 30.0},
@@ -195,6 +210,9 @@ def main() -> None:
             host=p["host"],
             idempotent_write=p["idempotent_write"],
             sync_groups=p["sync_groups"],
+            source_name=p["source_name"],
+            rename_format=p["rename_format"],
+            heartbeats=p["heartbeats"],
         )
     except AclPatternError as exc:
         module.fail_json(msg=str(exc))

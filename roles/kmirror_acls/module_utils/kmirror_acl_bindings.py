@@ -40,6 +40,7 @@ from dataclasses import dataclass
 try:
     from kmirror.config.filters import compile_filter, mirrormaker_pattern
     from kmirror.errors import ConfigError
+    from kmirror.lineage.rename import rename
 
     KMIRROR_IMPORT_ERROR = None
 except ImportError as exc:  # reported by topic_patterns, the only user
@@ -62,6 +63,10 @@ SYNC_TARGET_GROUP_OPERATIONS = ("READ", "DESCRIBE")
 # bindings need no more of the worker than its filter grammar.
 SYNC_TOPIC = "__kmirror-offset-syncs"
 SYNC_TOPIC_OPERATIONS = ("CREATE", "DESCRIBE", "READ", "WRITE")
+# --heartbeats.interval.ms: the source's heartbeat topic (kmirror.mirror.heartbeats.PREFIX + its name) is
+# written and made by the mirror's supervisor and mirrored by its streams; its copy is read on the target.
+HEARTBEAT_PREFIX = "kmirror.heartbeats."
+HEARTBEAT_SOURCE_OPERATIONS = ("WRITE", "CREATE")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 _META = set(".[]{}()*+?^$|\\")
 _ESCAPABLE = set(".-_$[]{}()*+?^|\\")
@@ -241,12 +246,23 @@ def bindings(
     host: str = "*",
     idempotent_write: bool = False,
     sync_groups: str | None = None,
+    source_name: str | None = None,
+    rename_format: str | None = None,
+    heartbeats: bool = False,
 ) -> list[Binding]:
     """Every ALLOW binding the mirror principal needs on one cluster (``side``: source or target);
-    ``sync_groups``: the ``--groups`` regex of failover offset sync, if any."""
+    ``sync_groups``: the ``--groups`` regex of failover offset sync, if any; ``rename_format`` (with
+    ``source_name``): the destination topics' names on the target (``--topic.rename.format``);
+    ``heartbeats`` (with ``source_name``): the source's heartbeat topic and its copy."""
     if ":" not in principal:
         raise AclPatternError(f"principal {principal!r} has no type; write it as User:NAME")
     topics = normalize_patterns(patterns) if patterns else topic_patterns(whitelist)
+    if (rename_format or heartbeats) and not source_name:
+        raise AclPatternError("a rename format and heartbeats need the source's name")
+    if heartbeats:
+        topics = [*topics, ("LITERAL", HEARTBEAT_PREFIX + str(source_name))]
+    if side == "target" and rename_format:
+        topics = _copies(topics, rename_format, str(source_name))
     out: list[Binding] = []
     if sync_groups:
         synced = topic_patterns(sync_groups, "groups")
@@ -261,6 +277,10 @@ def bindings(
             raise AclPatternError("the source side needs the mirror's consumer group (group_id)")
         for kind, name in topics:
             out += [Binding("TOPIC", name, kind, principal, host, op) for op in SOURCE_TOPIC_OPERATIONS]
+        if heartbeats:
+            beats = HEARTBEAT_PREFIX + str(source_name)
+            ops = HEARTBEAT_SOURCE_OPERATIONS
+            out += [Binding("TOPIC", beats, "LITERAL", principal, host, op) for op in ops]
         out += [Binding("GROUP", group, "LITERAL", principal, host, op) for op in SOURCE_GROUP_OPERATIONS]
     elif side == "target":
         for kind, name in topics:
@@ -270,6 +290,25 @@ def bindings(
     else:
         raise AclPatternError(f"side {side!r}: use source or target")
     return sorted(set(out))
+
+
+def _copies(topics: list[tuple[str, str]], rename_format: str, source_name: str) -> list[tuple[str, str]]:
+    """The patterns of the renamed copies (``--topic.rename.format``): a LITERAL name renamed; a PREFIXED
+    name with the format's prefix in front (it still reaches whatever follows, the format's suffix too);
+    every topic (``*``) stays every topic."""
+    if KMIRROR_IMPORT_ERROR is not None:
+        raise AclPatternError(f"the kmirror package is not importable ({KMIRROR_IMPORT_ERROR})")
+    try:
+        named = rename(rename_format, source_name)
+    except ConfigError as exc:
+        raise AclPatternError(str(exc)) from None
+    out = []
+    for kind, name in topics:
+        if name == "*":
+            out.append((kind, name))
+        else:
+            out.append((kind, named(name) if kind == "LITERAL" else named.prefix + name))
+    return out
 
 
 def principal_for(cluster: dict) -> str:
