@@ -38,7 +38,7 @@ kafka-install: $(KAFKA_STAMP) ## Apache Kafka's pinned jars (Maven Central, cach
 
 # Molecule scenarios run by make test (mk/ansible.mk runs them one after another; the audit role's is
 # molecule/audit).
-MOLECULE_SCENARIOS := default tls kerberos audit
+MOLECULE_SCENARIOS := default tls kerberos audit bidirectional
 
 # Fragments owned by the deployment, health/audit and Terraform parts (see each file's header).
 include mk/ansible.mk mk/terraform.mk
