@@ -347,7 +347,9 @@ def test_kmirror_hosts_with_their_own_client_ids_share_the_group_a_mirrormaker1_
     errors = [line for line in out.splitlines() if "error:" in line]
     assert len(errors) == 1 and "Traceback" not in out, out
     assert "1 member(s)" in errors[0] and "mirror-0@127.0.0.1" in errors[0], errors[0]
-    assert "group protocol cooperative-sticky" in errors[0], errors[0]
+    # The protocol is named as the group has it then: MirrorMaker 1's 3.9 consumer may be in a follow-up
+    # rebalance of the cooperative protocol ("none chosen yet") when kmirror looks.
+    assert "group protocol cooperative-sticky" in errors[0] or "none chosen yet" in errors[0], errors[0]
     for w in started:
         assert w.stop() == 0, w.log()
 

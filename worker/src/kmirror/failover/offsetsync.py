@@ -78,7 +78,9 @@ class SyncPoint:
     ms: int  # wall clock time it was taken (ms since the epoch)
     measured_at: int = -1  # a checkpoint's point: the P its target was measured at (-1: this point's own)
     run: str = ""  # the stream's run of the partition ("": unknown, never interpolated)
-    count: int = -1  # N: records the run read of the partition before P (-1: unknown)
+    # N: records the run copied of the partition before P: read and handed to the target (a record that
+    # provenance does not copy back is not counted, so a skip breaks P_b-P_a == N_b-N_a; -1: unknown)
+    count: int = -1
     topic_id: str = ""  # the source topic's id ("": unknown): a recreated topic is another topic
 
     @property

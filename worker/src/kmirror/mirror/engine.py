@@ -330,6 +330,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                 else:
                     headers = stamp(m, t, p)
                     if headers is None:  # its origin is the target: not copied back (counted)
+                        if counts is not None:  # --groups: N counts copies (the pass below adds it back)
+                            counts[(t, p)] = counts.get((t, p), 0) - 1
                         continue
                 try:
                     produces[p % n_producers](
@@ -389,6 +391,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         headers = m.headers() if self._stamp is None else self._stamp(m, t, p)
         if headers is None and self._stamp is not None:
             self.snap.skipped_origin = self._stamp.skipped
+            if self._read_counts is not None:  # N counts copies (see _loop)
+                self._read_counts[(t, p)] = self._read_counts.get((t, p), 0) - 1
             return  # its origin is the target: not copied back
         producer = self.producers[p % len(self.producers)]
         producer.produce(
