@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -11,6 +14,27 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 ROLES = ROOT / "roles"
+
+
+def run_local_play(
+    tmp_path: Path, play: list[dict], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The play (JSON, which is YAML, in tmp_path/play.yml) run by ansible-playbook on localhost with this
+    Python, no colours, and env added to the environment; the finished process, its output captured."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps(play))
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", str(playbook)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+            **(env or {}),
+        },
+    )
 
 
 def load_module(path: Path, name: str) -> ModuleType:

@@ -3,13 +3,10 @@ current one whatever its age, then the most recently installed others; a second 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from ansible_harness import ROLES
+from ansible_harness import ROLES, run_local_play
 
 
 def prune(tmp_path: Path, versions: Path, current: str, keep: int) -> tuple[int, str]:
@@ -28,19 +25,7 @@ def prune(tmp_path: Path, versions: Path, current: str, keep: int) -> tuple[int,
             ],
         }
     ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            str(tmp_path / "play.yml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_PYTHON_INTERPRETER": sys.executable},
-    )
+    proc = run_local_play(tmp_path, play)
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -4,15 +4,11 @@ tree stays as it was. Needs .state/wheelhouse (make wheelhouse; make test builds
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-from ansible_harness import ROLES, ROOT
+from ansible_harness import ROLES, ROOT, run_local_play
 
 WHEELHOUSE = ROOT / ".state" / "wheelhouse"
 SOURCE = ROOT / "worker"
@@ -38,24 +34,7 @@ def build(tmp_path: Path, label: str) -> tuple[int, str]:
             ],
         }
     ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            str(tmp_path / "play.yml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            **os.environ,
-            "ANSIBLE_LIBRARY": str(ROLES / "kmirror_worker" / "library"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-        },
-    )
+    proc = run_local_play(tmp_path, play, {"ANSIBLE_LIBRARY": str(ROLES / "kmirror_worker" / "library")})
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 
 
