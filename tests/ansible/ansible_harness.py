@@ -14,6 +14,16 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 ROLES = ROOT / "roles"
+UNIT_DEFAULTS = {
+    "kmirror_user": "kmirror",
+    "kmirror_group": "kmirror",
+    "kmirror_conf_dir": "/etc/kmirror",
+    "kmirror_restart_sec": 10,
+    "kmirror_stop_timeout_sec": 60,
+    "kmirror_extra_directives": {},
+}
+"""kmirror@.service.j2's variables as kmirror_service/tasks/main.yml sets them with the roles' defaults
+(kmirror_common, kmirror_service)."""
 
 
 def run_local_play(

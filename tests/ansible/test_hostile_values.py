@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from ansible_harness import ROLES
+from ansible_harness import ROLES, UNIT_DEFAULTS
 from conftest import ESCAPE
 from test_templates import render_side, source, target
 
@@ -275,15 +275,7 @@ def test_instance_command_line_round_trips(render, tmp_path, value):
         value + "g",
     )
     assert directives(dropin) == ["Description", "ExecStart", "ExecStart"]
-    unit = render(
-        "kmirror@.service.j2",
-        kmirror_user="root",
-        kmirror_group="root",
-        kmirror_conf_dir="/etc/kmirror",
-        kmirror_restart_sec=10,
-        kmirror_stop_timeout_sec=60,
-        kmirror_extra_directives={},
-    )
+    unit = render("kmirror@.service.j2", **{**UNIT_DEFAULTS, "kmirror_user": "root", "kmirror_group": "root"})
     verify(
         {"kmirror@.service": unit, "kmirror@east.service.d/10-kmirror.conf": dropin},
         tmp_path,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from ansible_harness import UNIT_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "render_units.py"
@@ -26,16 +27,7 @@ def test_units_are_what_the_role_installs(tmp_path, render):
     proc = run("--sources", str(tmp_path / "sources.yml"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
-    # kmirror_service/tasks/main.yml's variables with the roles' defaults (kmirror_common, kmirror_service)
-    assert (out / "kmirror@.service").read_text() == render(
-        "kmirror@.service.j2",
-        kmirror_user="kmirror",
-        kmirror_group="kmirror",
-        kmirror_conf_dir="/etc/kmirror",
-        kmirror_restart_sec=10,
-        kmirror_stop_timeout_sec=60,
-        kmirror_extra_directives={},
-    )
+    assert (out / "kmirror@.service").read_text() == render("kmirror@.service.j2", **UNIT_DEFAULTS)
     for source, port in zip(SOURCES, (9570, 9600), strict=True):
         assert (out / f"kmirror@{source['name']}.service.d" / "10-kmirror.conf").read_text() == render(
             "kmirror-instance.conf.j2",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_harness import ROLES, ROOT, load_module
+from ansible_harness import ROLES, ROOT, UNIT_DEFAULTS, load_module
 
 from kmirror import config
 from kmirror.config import safety
@@ -441,15 +441,7 @@ def test_command_line_quoting_keeps_regexes_exact(render):
 
 
 def test_template_unit_hardening(render):
-    text = render(
-        "kmirror@.service.j2",
-        kmirror_user="kmirror",
-        kmirror_group="kmirror",
-        kmirror_conf_dir="/etc/kmirror",
-        kmirror_restart_sec=10,
-        kmirror_stop_timeout_sec=60,
-        kmirror_extra_directives={"MemoryMax": "2G"},
-    )
+    text = render("kmirror@.service.j2", **{**UNIT_DEFAULTS, "kmirror_extra_directives": {"MemoryMax": "2G"}})
     for line in (
         "User=kmirror",
         "Restart=on-failure",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from ansible_harness import ROLES, TEMPLATES
+from ansible_harness import ROLES, TEMPLATES, UNIT_DEFAULTS
 from conftest import ESCAPE
 from test_hostile_values import AUDIT_DEFAULTS
 
@@ -36,14 +36,7 @@ def units() -> dict[str, str]:
     )
     env.filters.update(ESCAPE.FilterModule().filters())
     env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
-    mirror = env.get_template("kmirror@.service.j2").render(
-        kmirror_user="kmirror",
-        kmirror_group="kmirror",
-        kmirror_conf_dir="/etc/kmirror",
-        kmirror_restart_sec=10,
-        kmirror_stop_timeout_sec=60,
-        kmirror_extra_directives={},
-    )
+    mirror = env.get_template("kmirror@.service.j2").render(**UNIT_DEFAULTS)
     audit = env.get_template("kmirror-audit.service.j2").render(
         item={"name": "east", "topics": ".*", "exclude": ""},
         **{**AUDIT_DEFAULTS, "kmirror_common_user": "kmirror", "kmirror_common_group": "kmirror"},
