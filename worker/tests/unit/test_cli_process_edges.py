@@ -74,6 +74,12 @@ def mirror_files(tmp_path: Path, bootstrap: str) -> tuple[str, str]:
     return str(consumer), str(producer)
 
 
+def run_argv(tmp_path: Path, bootstrap: str) -> list[str]:
+    """`kmirror run` of every topic, with the client files of mirror_files(tmp_path, bootstrap)."""
+    consumer, producer = mirror_files(tmp_path, bootstrap)
+    return ["run", "--consumer.config", consumer, "--producer.config", producer, "--whitelist", ".*"]
+
+
 def processes_mentioning(text: str) -> list[int]:
     """Live processes whose command line holds `text` (e.g. a test's own temporary directory)."""
     found = []
@@ -163,16 +169,9 @@ def test_an_open_stdout_keeps_exit_0():
 def test_a_metrics_port_in_use_is_one_line_exit_2_before_anything_starts(tmp_path):
     with listening() as busy, listening() as broker:
         port = busy.getsockname()[1]
-        consumer, producer = mirror_files(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}")
         started = time.monotonic()
         done = kmirror(
-            "run",
-            "--consumer.config",
-            consumer,
-            "--producer.config",
-            producer,
-            "--whitelist",
-            ".*",
+            *run_argv(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}"),
             "--num.streams",
             "2",
             "--groups",
@@ -194,15 +193,8 @@ def test_a_metrics_port_in_use_is_one_line_exit_2_before_anything_starts(tmp_pat
 
 def test_a_metrics_port_in_use_is_the_only_stderr_line_at_log_level_error(tmp_path):
     with listening() as busy:
-        consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
         done = kmirror(
-            "run",
-            "--consumer.config",
-            consumer,
-            "--producer.config",
-            producer,
-            "--whitelist",
-            ".*",
+            *run_argv(tmp_path, "127.0.0.1:1"),
             "--metrics.port",
             str(busy.getsockname()[1]),
             "--log.level",
@@ -217,10 +209,9 @@ def test_a_metrics_port_in_use_is_the_only_stderr_line_at_log_level_error(tmp_pa
 @contextlib.contextmanager
 def running_mirror(tmp_path: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`kmirror run` (one stream, brokers at 127.0.0.1:1) until its metrics server is up; killed after."""
-    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
+    argv = run_argv(tmp_path, "127.0.0.1:1")
     log = tmp_path / "stderr.txt"
     with log.open("w") as err:
-        argv = ["run", "--consumer.config", consumer, "--producer.config", producer, "--whitelist", ".*"]
         proc = subprocess.Popen(
             [KMIRROR, *argv, "--num.streams", "1", *extra],
             stdout=subprocess.DEVNULL,
@@ -282,15 +273,8 @@ def test_every_address_when_asked(tmp_path):
 )
 def test_a_bad_metrics_address_is_one_line_exit_2(tmp_path, address, needle):
     with listening() as broker:
-        consumer, producer = mirror_files(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}")
         done = kmirror(
-            "run",
-            "--consumer.config",
-            consumer,
-            "--producer.config",
-            producer,
-            "--whitelist",
-            ".*",
+            *run_argv(tmp_path, f"127.0.0.1:{broker.getsockname()[1]}"),
             "--metrics.port",
             str(free_port()),
             "--metrics.address",
@@ -304,11 +288,7 @@ def test_a_bad_metrics_address_is_one_line_exit_2(tmp_path, address, needle):
 
 @pytest.mark.parametrize("port", ["70000", "-1", "http", ""])
 def test_a_bad_metrics_port_is_one_line_exit_2(tmp_path, port):
-    consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
-    done = kmirror(
-        "run", "--consumer.config", consumer, "--producer.config", producer, "--whitelist", ".*",
-        f"--metrics.port={port}",
-    )  # fmt: skip
+    done = kmirror(*run_argv(tmp_path, "127.0.0.1:1"), f"--metrics.port={port}")
     assert_one_line_exit_2(done, "--metrics.port")
 
 

@@ -359,20 +359,13 @@ def test_check_config_ends_in_a_documented_outcome(capsys, world, in_tmp, data):
         assert "verdict" in out and err == "", argv
 
 
+@pytest.mark.parametrize("command", ["lag", "failover"])
 @settings(PROPERTY, max_examples=25)
 @given(data=st.data())
-def test_lag_ends_in_a_documented_outcome(world, in_tmp, data):
-    argv = data.draw(argv_for("lag", world))
+def test_lag_and_failover_end_in_a_documented_outcome(world, in_tmp, command, data):
+    argv = data.draw(argv_for(command, world))
     code, _, err, took = outcome_in_child(argv)
-    check("lag", argv, code, err, took)
-
-
-@settings(PROPERTY, max_examples=25)
-@given(data=st.data())
-def test_failover_ends_in_a_documented_outcome(world, in_tmp, data):
-    argv = data.draw(argv_for("failover", world))
-    code, _, err, took = outcome_in_child(argv)
-    check("failover", argv, code, err, took)
+    check(command, argv, code, err, took)
 
 
 @settings(PROPERTY, max_examples=15)

@@ -7,35 +7,21 @@ import re
 import pytest
 
 from kmirror.audit import job, report
-from kmirror.audit.diff import classify, compare_sums
 from kmirror.audit.scope import (
     SOURCE,
     TARGET,
     Span,
 )
 
-from .rows import MIN, NOW, group, row
+from .rows import MIN, NOW, build_report, group, row
 
 pytestmark = pytest.mark.audit
 
 # ------------------------------------------------------------------------------------------ report
 
 
-def build(rows, groups, *, spans=(), max_listed=100, bucket=10 * MIN, grace_from=None):
-    ctx = report.Context(
-        source="src:9092",
-        target="tgt:9092",
-        topics_regex="t.*",
-        from_ms=None,
-        to_ms=None,
-        bucket_ms=bucket,
-        grace_ms=5 * MIN,
-        now_ms=NOW,
-        spans=spans,
-        max_listed=max_listed,
-    )
-    grace_from = NOW - 5 * MIN if grace_from is None else grace_from
-    return report.build(ctx, compare_sums(rows), classify(groups, bucket, grace_from))
+def build(rows, groups, *, max_listed=100, **kw):
+    return build_report(rows, groups, max_listed=max_listed, **kw)
 
 
 def test_complete_report():

@@ -633,6 +633,15 @@ def test_a_long_jaas_value_is_parsed_in_linear_time() -> None:
 # -- JAAS files are read as the JDK reads them: UTF-8 --------------------------------------------------
 
 
+def refused_jaas_file(tmp_path: Path, content: bytes) -> tuple[Path, str]:
+    """A jaas.conf of these bytes, and the message of the ConfigError that loading it raises."""
+    path = tmp_path / "jaas.conf"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        load_jaas_file(path)
+    return path, str(caught.value)
+
+
 def test_jaas_file_is_utf8(tmp_path: Path) -> None:
     path = tmp_path / "jaas.conf"
     path.write_bytes('KafkaClient { org.X required password="p\u00e4ss"; };\n'.encode())
@@ -641,11 +650,8 @@ def test_jaas_file_is_utf8(tmp_path: Path) -> None:
 
 def test_jaas_file_byte_order_mark_is_refused(tmp_path: Path) -> None:
     # Java reads U+FEFF into the first section name: it would find no KafkaClient section.
-    path = tmp_path / "jaas.conf"
-    path.write_bytes(b"\xef\xbb\xbfKafkaClient { org.X required; };\n")
-    with pytest.raises(ConfigError) as caught:
-        load_jaas_file(path)
-    assert str(caught.value) == (
+    path, message = refused_jaas_file(tmp_path, b"\xef\xbb\xbfKafkaClient { org.X required; };\n")
+    assert message == (
         f"{path}: line 1: starts with a UTF-8 byte-order mark, which Java reads as part of the first "
         "section name; save the file without the byte-order mark"
     )
@@ -653,21 +659,14 @@ def test_jaas_file_byte_order_mark_is_refused(tmp_path: Path) -> None:
 
 def test_jaas_file_invalid_utf8_is_refused(tmp_path: Path) -> None:
     # Java would read the byte as U+FFFD: a password that cannot be the one meant.
-    path = tmp_path / "jaas.conf"
-    path.write_bytes(b'KafkaClient {\n  org.X required password="p\xe4ss"; };\n')
-    with pytest.raises(ConfigError) as caught:
-        load_jaas_file(path)
-    message = str(caught.value)
+    path, message = refused_jaas_file(tmp_path, b'KafkaClient {\n  org.X required password="p\xe4ss"; };\n')
     assert message.startswith(f"{path}: line 2: not valid UTF-8")
     assert "p\xe4ss" not in message
 
 
 def test_jaas_file_over_the_size_limit(tmp_path: Path) -> None:
-    path = tmp_path / "jaas.conf"
-    path.write_bytes(b"// " + b"x" * (2 * 1024 * 1024))
-    with pytest.raises(ConfigError) as caught:
-        load_jaas_file(path)
-    assert str(caught.value) == (
+    path, message = refused_jaas_file(tmp_path, b"// " + b"x" * (2 * 1024 * 1024))
+    assert message == (
         f"{path}: larger than 1 MiB, the limit for a JAAS configuration file; check that the path names "
         "the JAAS configuration file (they hold a few KiB)"
     )

@@ -393,6 +393,14 @@ def kerberos_settings(props: dict[str, str], env: dict[str, str] | None = None) 
     return translate({**base, **props}, "consumer", "consumer.properties", env=env or {}).settings
 
 
+def assert_keytab_login(s: dict[str, str], keytab: str, principal: str) -> None:
+    """Settings for a GSSAPI login from this keytab as this principal, to the service "kafka"."""
+    assert s["sasl.mechanisms"] == "GSSAPI"
+    assert s["sasl.kerberos.keytab"] == keytab
+    assert s["sasl.kerberos.principal"] == principal
+    assert s["sasl.kerberos.service.name"] == "kafka"
+
+
 def test_krb5_inline_keytab(tmp_path):
     s = kerberos_settings(
         {
@@ -400,10 +408,7 @@ def test_krb5_inline_keytab(tmp_path):
             'principal="mirrormaker/host@EXAMPLE.COM" serviceName="kafka";'
         }
     )
-    assert s["sasl.mechanisms"] == "GSSAPI"
-    assert s["sasl.kerberos.keytab"] == "/etc/mm.keytab"
-    assert s["sasl.kerberos.principal"] == "mirrormaker/host@EXAMPLE.COM"
-    assert s["sasl.kerberos.service.name"] == "kafka"
+    assert_keytab_login(s, "/etc/mm.keytab", "mirrormaker/host@EXAMPLE.COM")
     assert "sasl.jaas.config" not in s
 
 
@@ -433,10 +438,7 @@ def test_krb5_keytab_without_principal_is_refused():
 def test_krb5_from_the_jaas_file_named_in_the_properties(tmp_path):
     jaas = write(tmp_path, KRB5_JAAS, "kafka_mirrormaker_jaas.conf")
     s = kerberos_settings({"java.security.auth.login.config": str(jaas)})
-    assert s["sasl.mechanisms"] == "GSSAPI"
-    assert s["sasl.kerberos.keytab"] == "/tmp/mirrormaker.keytab"
-    assert s["sasl.kerberos.principal"] == "mirrormaker/HOSTNAME@EXAMPLE.COM"
-    assert s["sasl.kerberos.service.name"] == "kafka"
+    assert_keytab_login(s, "/tmp/mirrormaker.keytab", "mirrormaker/HOSTNAME@EXAMPLE.COM")
     assert "java.security.auth.login.config" not in s
 
 
@@ -444,10 +446,7 @@ def test_krb5_from_the_jaas_file_in_kafka_opts(tmp_path):
     jaas = write(tmp_path, KRB5_JAAS, "kafka_mirrormaker_jaas.conf")
     env = {"KAFKA_OPTS": f"-Xmx1G -Djava.security.auth.login.config={jaas} -Dsun.security.krb5.debug=false"}
     s = kerberos_settings({}, env)
-    assert s["sasl.mechanisms"] == "GSSAPI"
-    assert s["sasl.kerberos.keytab"] == "/tmp/mirrormaker.keytab"
-    assert s["sasl.kerberos.principal"] == "mirrormaker/HOSTNAME@EXAMPLE.COM"
-    assert s["sasl.kerberos.service.name"] == "kafka"
+    assert_keytab_login(s, "/tmp/mirrormaker.keytab", "mirrormaker/HOSTNAME@EXAMPLE.COM")
 
 
 def test_jaas_file_in_kafka_opts_with_plain_loads(tmp_path):

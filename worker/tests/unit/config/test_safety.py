@@ -154,26 +154,32 @@ def test_unsafe_values_are_violations(role, settings, key):
 # --- required values filled in, defaults, engine-owned keys ---
 
 
-def test_required_producer_values_are_filled_in(tmp_path):
-    cfg = load(tmp_path, "producer", "")
-    s = cfg.settings
-    assert s["acks"] == "all"
-    assert s["enable.idempotence"] == "true"
-    assert s["max.in.flight.requests.per.connection"] == "5"
-    assert s["retries"] == "2147483647"
-    assert s["message.timeout.ms"] == "0"  # librdkafka: no limit, a record waits out any target outage
-    assert s["partitioner"] == "murmur2_random"
-    assert s["delivery.report.only.error"] == "true"
+def assert_filled_in(cfg: ClientConfig, required: dict[str, str]) -> None:
+    """The settings hold each of these values (from an empty file: kmirror filled them in); safe."""
+    assert {key: cfg.settings.get(key) for key in required} == required
     assert cfg.safe
+
+
+def test_required_producer_values_are_filled_in(tmp_path):
+    required = {
+        "acks": "all",
+        "enable.idempotence": "true",
+        "max.in.flight.requests.per.connection": "5",
+        "retries": "2147483647",
+        "message.timeout.ms": "0",  # librdkafka: no limit, a record waits out any target outage
+        "partitioner": "murmur2_random",
+        "delivery.report.only.error": "true",
+    }
+    assert_filled_in(load(tmp_path, "producer", ""), required)
 
 
 def test_required_consumer_values_are_filled_in(tmp_path):
-    cfg = load(tmp_path, "consumer", "")
-    s = cfg.settings
-    assert s["enable.auto.commit"] == "false"
-    assert s["enable.auto.offset.store"] == "false"
-    assert s["enable.partition.eof"] == "false"
-    assert cfg.safe
+    required = {
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+        "enable.partition.eof": "false",
+    }
+    assert_filled_in(load(tmp_path, "consumer", ""), required)
 
 
 def test_consumer_defaults_to_earliest(tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,14 +38,29 @@ class _Counter:
         self.value = 0
 
 
-def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
-    specs = plan_for(tmp_path, "session.timeout.ms=6000\n", static=False, streams=3).stream_specs()
+@contextlib.contextmanager
+def first_stopped(
+    tmp_path: Path, properties: str, streams: int
+) -> Iterator[tuple[runner._OneAtATime, list[_Proc], list[_Counter]]]:
+    """A _OneAtATime over stand-in stream processes, its first step taken (stream 0 stopped); every
+    process still running is killed after."""
+    specs = plan_for(tmp_path, properties, static=False, streams=streams).stream_specs()
     procs = [_Proc() for _ in specs]
     counters = [_Counter() for _ in specs]
     try:
         turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
         turn.step()
         procs[0].p.wait(10)
+        yield turn, procs, counters
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.p.kill()
+                p.p.wait()
+
+
+def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
+    with first_stopped(tmp_path, "session.timeout.ms=6000\n", 3) as (turn, procs, counters):
         assert procs[1].exitcode is None and procs[2].exitcode is None
         turn.step()  # stream 0 is gone: the others must rebalance first
         turn.step()
@@ -61,21 +79,10 @@ def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
         assert procs[2].p.wait(10) == -signal.SIGTERM
         turn.step()  # nobody left: nothing happens
         assert turn.current is None or procs[turn.current].exitcode is not None
-    finally:
-        for p in procs:
-            if p.exitcode is None:
-                p.p.kill()
-                p.p.wait()
 
 
 def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeout(tmp_path):
-    specs = plan_for(tmp_path, "session.timeout.ms=1000\n", static=False, streams=2).stream_specs()
-    procs = [_Proc() for _ in specs]
-    counters = [_Counter() for _ in specs]
-    try:
-        turn = runner._OneAtATime(specs, procs, counters)  # type: ignore[arg-type]
-        turn.step()
-        procs[0].p.wait(10)
+    with first_stopped(tmp_path, "session.timeout.ms=1000\n", 2) as (turn, procs, _):
         turn.step()
         started = time.monotonic()
         while procs[1].exitcode is None and time.monotonic() - started < 10:
@@ -83,8 +90,3 @@ def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeou
             time.sleep(0.05)
         assert procs[1].exitcode == -signal.SIGTERM
         assert 0.8 <= time.monotonic() - started < 5
-    finally:
-        for p in procs:
-            if p.exitcode is None:
-                p.p.kill()
-                p.p.wait()
