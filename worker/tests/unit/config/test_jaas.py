@@ -572,6 +572,14 @@ def _templates(secret: str, key: str, before: str, after: str) -> list[tuple[str
     ]
 
 
+def parse_jaas(text: str, is_file: bool) -> None:
+    """Parse text as a JAAS file (jaas.conf) or as a sasl.jaas.config value (of consumer.properties)."""
+    if is_file:
+        parse_jaas_file(text, "jaas.conf")
+    else:
+        parse_jaas_config_value(text, "consumer.properties")
+
+
 @settings(max_examples=400, deadline=2000)
 @given(
     _SECRET,
@@ -584,10 +592,7 @@ def test_no_error_message_holds_a_piece_of_a_secret(secret: str, key: str, befor
     assert pieces
     for text, is_file in _templates(secret, key, before, after):
         try:
-            if is_file:
-                parse_jaas_file(text, "jaas.conf")
-            else:
-                parse_jaas_config_value(text, "consumer.properties")
+            parse_jaas(text, is_file)
         except ConfigError as exc:
             message = str(exc)
             assert "\n" not in message, message
@@ -610,10 +615,7 @@ def test_any_jaas_text_gives_a_result_or_one_config_error(pieces: list[str], is_
     text = "".join(pieces)
     started = time.monotonic()
     try:
-        if is_file:
-            parse_jaas_file(text, "jaas.conf")
-        else:
-            parse_jaas_config_value(text, "consumer.properties")
+        parse_jaas(text, is_file)
     except ConfigError as exc:
         message = str(exc)
         assert "\n" not in message and "\r" not in message, message

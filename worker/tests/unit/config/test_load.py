@@ -47,6 +47,15 @@ def with_local_brokers(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def loadable_variants(sample: str) -> pytest.MarkDecorator:
+    """Parametrize "text": the sample with its broker address typo fixed, and with local brokers."""
+    return pytest.mark.parametrize(
+        "text",
+        [sample.replace("server3-6667", "server3:6667"), with_local_brokers(sample)],
+        ids=["typo-fixed", "local"],
+    )
+
+
 def load(tmp_path: Path, text: str, role: str, name: str | None = None, **kw: object) -> ClientConfig:
     kw.setdefault("env", {})
     path = write(tmp_path, text, name or f"{role}.properties")
@@ -78,11 +87,7 @@ def test_reference_samples_verbatim_are_refused_for_their_port_typo(tmp_path, te
     ), msg
 
 
-@pytest.mark.parametrize(
-    "text",
-    [SAMPLE_CONSUMER.replace("server3-6667", "server3:6667"), with_local_brokers(SAMPLE_CONSUMER)],
-    ids=["typo-fixed", "local"],
-)
+@loadable_variants(SAMPLE_CONSUMER)
 def test_reference_consumer_sample_loads(tmp_path, text):
     cfg = load(tmp_path, text, "consumer", "sourceClusterConsumer.properties")
     assert cfg.settings["group.id"] == "dp-MirrorMaker-group"
@@ -96,11 +101,7 @@ def test_reference_consumer_sample_loads(tmp_path, text):
     assert any(n.startswith("exclude.internal.topics: ignored") for n in cfg.notes)
 
 
-@pytest.mark.parametrize(
-    "text",
-    [SAMPLE_PRODUCER.replace("server3-6667", "server3:6667"), with_local_brokers(SAMPLE_PRODUCER)],
-    ids=["typo-fixed", "local"],
-)
+@loadable_variants(SAMPLE_PRODUCER)
 def test_reference_producer_sample_is_refused_as_unsafe(tmp_path, text):
     msg = refusal(tmp_path, text, "producer", "targetClusterProducer.properties")
     assert msg.startswith(f"{tmp_path}/targetClusterProducer.properties: acks=1 is unsafe")
