@@ -50,7 +50,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import machine_note, markers, write_section
+from sections import machine_note, markers, parser, publish, reproduce
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
 from kmirror.config.filters import TopicFilter
@@ -360,7 +360,7 @@ def secs(runs: list[Result]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic on the source")
     ap.add_argument("--repeat", type=int, default=5, help="runs per contender; the median is reported")
     ap.add_argument("--write", type=Path, help="replace the audit section of this markdown file")
@@ -434,10 +434,7 @@ def main() -> int:
         found = (sum(r[4] for r in rows), sum(r[5] for r in rows))
         assert found == planted[topic], f"{topic}: {found} missing, duplicated; planted {planted[topic]}"
     section = report(a, cold, warm, want, (session_s, first_s, connector_first_s), loads)
-    print(section)
-    if a.write:
-        write_section(a.write, "audit", section)
-    return 0
+    return publish(section, a.write, "audit")
 
 
 def report(  # noqa: PLR0917
@@ -527,8 +524,7 @@ def report(  # noqa: PLR0917
         "",
         *connector_note(cold, warm, starts),
         "",
-        "Reproduce: `make bench-audit` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/audit.py "
-        f"--records {a.records} --repeat {a.repeat} --write docs/benchmarks.md`).",
+        reproduce("bench-audit", "audit.py", f"--records {a.records} --repeat {a.repeat}"),
         END,
     ]
     return "\n".join(lines) + "\n"

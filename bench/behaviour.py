@@ -47,7 +47,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from peers import CONTENDERS, MM2_DEFAULTS, STREAMS, create_topic
-from sections import kafka_version, machine_note, markers, write_section
+from sections import kafka_version, machine_note, markers, parser, publish, reproduce
 from throughput import GROUP_SETTINGS, QUIET, TOPIC, bench_clusters
 
 from kmirror.testing.kafka import KafkaCluster
@@ -464,15 +464,14 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         ]
     lines += [
         "",
-        f"Reproduce: `make bench-behaviour` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
-        f"bench/behaviour.py {options} --write docs/benchmarks.md`).",
+        reproduce("bench-behaviour", "behaviour.py", options),
         end,
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--scenarios", nargs="+", choices=["kill", "outage"], default=["kill", "outage"])
     ap.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     ap.add_argument("--repeat", type=int, default=2, help="runs per scenario and contender, interleaved")
@@ -525,10 +524,7 @@ def main() -> int:
         + (f" --mm2-flush-ms {a.mm2_flush_ms}" if a.mm2_flush_ms else "")
     )
     section = report(runs, a, options)
-    print(section)
-    if a.write:
-        write_section(a.write, NAME, section)
-    return 0
+    return publish(section, a.write, NAME)
 
 
 if __name__ == "__main__":

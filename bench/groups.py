@@ -28,10 +28,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from sections import machine_note, markers, write_section
+from sections import machine_note, markers, parser, publish, reproduce
 from throughput import (
     COMMIT_MS,
     GROUP_SETTINGS,
@@ -125,27 +126,38 @@ def measure_one(cmd: list[str], source: str, group: str, n: int, timeout: float 
     return n / max(done - assigned[0], 1e-6), cpu / n * 1000, sync_s
 
 
-def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]]:
-    results: dict[str, list[Result]] = {m: [] for m in MODES}
+def run(
+    n: int,
+    size: int,
+    repeat: int,
+    workdir: Path,
+    *,
+    name: str = "groups",
+    modes: tuple[str, ...] = MODES,
+    command: Callable[[Path, str, str, str, str], list[str]] = command,
+    prepare: Callable[[str, int], None] | None = commit_app_groups,
+    show_sync: bool = True,
+) -> dict[str, list[Result]]:
+    """The modes' runs interleaved (in order, then reversed, ...) against one filled source, each with a
+    fresh target; ``prepare(source, n)`` once after the fill."""
+    results: dict[str, list[Result]] = {m: [] for m in modes}
     workdir.mkdir(parents=True, exist_ok=True)
     with bench_clusters("source", workdir=workdir) as src_c:
         source = src_c["source"].bootstrap
         fill(src_c["source"], n, size)
-        commit_app_groups(source, n)
+        if prepare:
+            prepare(source, n)
         for attempt in range(repeat):
-            for mode in MODES if attempt % 2 == 0 else tuple(reversed(MODES)):
+            for mode in modes if attempt % 2 == 0 else tuple(reversed(modes)):
                 with bench_clusters(f"target-{mode}-{attempt}", workdir=workdir) as tgt_c:
                     target = next(iter(tgt_c.values()))
                     create_topic(target)
-                    group = f"bench-groups-{mode}-{attempt}"
+                    group = f"bench-{name}-{mode}-{attempt}"
                     cmd = command(workdir, source, target.bootstrap, group, mode)
                     r = measure_one(cmd, source, group, n)
                     results[mode].append(r)
-                    print(
-                        f"  {mode:3} run {attempt}: {r[0]:,.0f} rec/s, {r[1]:.5f} CPU s per 1000 records, "
-                        f"{r[2]:.3f} s at sync points",
-                        flush=True,
-                    )
+                    line = f"  {mode:3} run {attempt}: {r[0]:,.0f} rec/s, {r[1]:.5f} CPU s per 1000 records"
+                    print(line + (f", {r[2]:.3f} s at sync points" if show_sync else ""), flush=True)
     return results
 
 
@@ -210,38 +222,46 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         "`worker/src/kmirror/mirror/gaps.py`); a record's path (`Stream._loop` in "
         "`worker/src/kmirror/mirror/engine.py`) is the same with it on or off.",
         "",
-        "Reproduce: `make bench-groups` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/groups.py "
-        f"--records {n} --size {size} --repeat {len(on)} --write docs/benchmarks.md`).",
+        reproduce("bench-groups", "groups.py", f"--records {n} --size {size} --repeat {len(on)}"),
         END,
     ]
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def paired_main(
+    doc: str | None,
+    name: str,
+    run: Callable[[int, int, int, Path], dict[str, list[Result]]],
+    report: Callable[[dict[str, list[Result]], int, int], str],
+    from_log: Callable[[Path], dict[str, list[Result]]] | None = None,
+) -> int:
+    """The command line of a benchmark of kmirror run in interleaved modes (this one, bench/provenance.py)."""
+    ap = parser(doc)
     ap.add_argument("--records", type=int, default=600_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--write", type=Path, help="replace the groups section of this markdown file")
-    ap.add_argument("--from-log", type=Path, help=argparse.SUPPRESS)  # re-render a previous run's lines
+    ap.add_argument("--write", type=Path, help=f"replace the {name} section of this markdown file")
+    if from_log:
+        ap.add_argument("--from-log", type=Path, help=argparse.SUPPRESS)  # re-render a previous run's lines
     a = ap.parse_args()
-    if a.from_log:
-        results: dict[str, list[Result]] = {m: [] for m in MODES}
-        for line in a.from_log.read_text().splitlines():
-            if m := RUN_LINE.match(line):
-                results[m[1]].append((float(m[2].replace(",", "")), float(m[3]), float(m[4])))
-        section = report(results, a.records, a.size)
-        print(section)
-        if a.write:
-            write_section(a.write, "groups", section)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="kmirror-bench-groups-") as tmp:
-        results = run(a.records, a.size, a.repeat, Path(tmp))
-    section = report(results, a.records, a.size)
-    print(section)
-    if a.write:
-        write_section(a.write, "groups", section)
-    return 0
+    if from_log and a.from_log:
+        results = from_log(a.from_log)
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"kmirror-bench-{name}-") as tmp:
+            results = run(a.records, a.size, a.repeat, Path(tmp))
+    return publish(report(results, a.records, a.size), a.write, name)
+
+
+def results_from_log(log: Path) -> dict[str, list[Result]]:
+    results: dict[str, list[Result]] = {m: [] for m in MODES}
+    for line in log.read_text().splitlines():
+        if m := RUN_LINE.match(line):
+            results[m[1]].append((float(m[2].replace(",", "")), float(m[3]), float(m[4])))
+    return results
+
+
+def main() -> int:
+    return paired_main(__doc__, "groups", run, report, results_from_log)
 
 
 if __name__ == "__main__":

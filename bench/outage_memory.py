@@ -15,7 +15,6 @@ machine hits each alike; the median (min-max) per queue size is reported.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import signal
@@ -27,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sections import machine_note, markers, write_section
+from sections import machine_note, markers, parser, publish, reproduce
 from throughput import PARTITIONS, TOPIC, bench_clusters, fill
 
 from kmirror.testing.kafka import KafkaCluster
@@ -132,16 +131,16 @@ def report(runs: list[Run], backlog: int, repeat: int) -> str:
         "Records waiting never exceed `--queue.size` (the stream's producers share it), and the memory "
         "follows the queue, not the backlog.",
         "",
-        "Reproduce: `make bench-outage` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
-        f"bench/outage_memory.py --backlog {backlog} --queue {sizes} --repeat {repeat} "
-        "--write docs/benchmarks.md`).",
+        reproduce(
+            "bench-outage", "outage_memory.py", f"--backlog {backlog} --queue {sizes} --repeat {repeat}"
+        ),
         end,
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--backlog", type=int, default=300_000)
     p.add_argument("--queue", type=int, nargs="+", default=[1_000, 10_000, 50_000])
     p.add_argument("--repeat", type=int, default=3)
@@ -160,10 +159,7 @@ def main() -> int:
                 print(run, flush=True)
                 runs.append(run)
     section = report(runs, a.backlog, a.repeat)
-    print(section)
-    if a.write:
-        write_section(a.write, NAME, section)
-    return 0
+    return publish(section, a.write, NAME)
 
 
 if __name__ == "__main__":

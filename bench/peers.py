@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,12 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from sections import kafka_version, machine_note, markers, write_section
-from throughput import GROUP_SETTINGS, QUIET, TOPIC, Committed, bench_clusters
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from sections import kafka_version, machine_note, markers, parser, publish, reproduce
+from throughput import GROUP_SETTINGS, QUIET, TOPIC, Committed, bench_clusters, create_topic, fill, stop_group
 
-from kmirror.testing.kafka import KafkaCluster
 from kmirror.testing.mirrormakers import MM1_LINE, MM2_LINE, MirrorMaker1, MirrorMaker2, tree_usage
 from kmirror.testing.mirrors import mirror_files, run_command
 
@@ -60,34 +57,6 @@ RUN_LINE = re.compile(
 )
 CONTENDERS = ("MirrorMaker 1", "MirrorMaker 2", "kmirror")
 STREAMS = 2
-
-
-def create_topic(cluster: KafkaCluster, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap}, logger=QUIET)
-    for f in admin.create_topics([NewTopic(TOPIC, partitions, 1)]).values():
-        f.result()
-
-
-def fill(cluster: KafkaCluster, n: int, size: int, partitions: int, compression: str) -> None:
-    create_topic(cluster, partitions)
-    p = Producer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "compression.type": compression,
-        },
-        logger=QUIET,
-    )
-    body = os.urandom(size)
-    for i in range(n):
-        while True:
-            try:
-                p.produce(TOPIC, body, b"key-%d" % (i % 10_000), i % partitions, headers=[("seq", b"%d" % i)])
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(120) == 0
 
 
 class TargetEnds:
@@ -169,6 +138,7 @@ def measure(
 
 def run_one(name: str, source: str, target: str, *, partitions: int, n: int, workdir: Path, tag: str) -> Run:
     group = f"peers-{tag}"
+    tool: MirrorMaker1 | MirrorMaker2
     if name == "kmirror":
         cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
         cmd = run_command(cfile, pfile, TOPIC, "--num.streams", str(STREAMS), "--offset.commit.interval.ms",
@@ -176,48 +146,20 @@ def run_one(name: str, source: str, target: str, *, partitions: int, n: int, wor
         log = (workdir / f"{group}.log").open("wb")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-
-        def stop_kmirror() -> None:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(30)
-
-        committed = Committed(source, group)
-        try:
-            return measure(
-                lambda: proc.pid, stop_kmirror, target=target, partitions=partitions, n=n, committed=committed
-            )
-        finally:
+        start, stop = (lambda: proc.pid), (lambda: stop_group(proc, 60))
+    else:
+        if name == "MirrorMaker 1":
+            tool = MirrorMaker1(workdir / group, source, target, TOPIC, group, num_streams=STREAMS,
+                                commit_interval_ms=COMMIT_MS)  # fmt: skip
+        else:
+            tool = MirrorMaker2(workdir / group, source, target, TOPIC, tasks_max=STREAMS, extra=MM2_DEFAULTS)
+        start, stop = (lambda: tool.start().pid), (lambda: tool.stop(60))
+    committed = None if name == "MirrorMaker 2" else Committed(source, group)  # MM2 commits no source group
+    try:
+        return measure(start, stop, target=target, partitions=partitions, n=n, committed=committed)
+    finally:
+        if committed:
             committed.close()
-    if name == "MirrorMaker 1":
-        tool: MirrorMaker1 | MirrorMaker2 = MirrorMaker1(
-            workdir / group, source, target, TOPIC, group, num_streams=STREAMS, commit_interval_ms=COMMIT_MS
-        )
-        committed = Committed(source, group)
-        try:
-            return measure(
-                lambda: tool.start().pid,
-                lambda: tool.stop(60),
-                target=target,
-                partitions=partitions,
-                n=n,
-                committed=committed,
-            )
-        finally:
-            committed.close()
-    tool = MirrorMaker2(workdir / group, source, target, TOPIC, tasks_max=STREAMS, extra=MM2_DEFAULTS)
-    return measure(
-        lambda: tool.start().pid,
-        lambda: tool.stop(60),
-        target=target,
-        partitions=partitions,
-        n=n,
-        committed=None,
-    )
 
 
 COMMIT_MS = 500
@@ -319,8 +261,7 @@ def report(
             )
     lines += [
         "",
-        f"Reproduce: `make bench-peers` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/peers.py "
-        f"{options} --write docs/benchmarks.md`).",
+        reproduce("bench-peers", "peers.py", options),
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -342,7 +283,7 @@ def measure_all(counts: dict[int, int], a: argparse.Namespace) -> dict[int, dict
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--records-1k", type=int, default=300_000)
     ap.add_argument("--sizes", type=int, nargs="+", choices=[100, 1000], default=[100, 1000])
@@ -369,10 +310,7 @@ def main() -> int:
     section = report(
         results, counts, partitions=a.partitions, compression=a.compression, repeat=a.repeat, options=options
     )
-    print(section)
-    if a.write:
-        write_section(a.write, "peers", section)
-    return 0
+    return publish(section, a.write, "peers")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,14 @@ per 1000 records, the steadier figure on a shared machine).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-from groups import Result, measure_one
-from sections import machine_note, markers, write_section
-from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, TOPIC, bench_clusters, create_topic, fill
+import groups
+from groups import Result
+from sections import machine_note, markers, reproduce
+from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, TOPIC
 
 from kmirror.testing.mirrors import mirror_files, run_command
 
@@ -39,24 +38,8 @@ def command(workdir: Path, source: str, target: str, group: str, mode: str) -> l
 
 
 def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]]:
-    results: dict[str, list[Result]] = {m: [] for m in MODES}
-    workdir.mkdir(parents=True, exist_ok=True)
-    with bench_clusters("source", workdir=workdir) as src_c:
-        source = src_c["source"].bootstrap
-        fill(src_c["source"], n, size)
-        for attempt in range(repeat):
-            for mode in MODES if attempt % 2 == 0 else tuple(reversed(MODES)):
-                with bench_clusters(f"target-{mode}-{attempt}", workdir=workdir) as tgt_c:
-                    target = next(iter(tgt_c.values()))
-                    create_topic(target)
-                    group = f"bench-provenance-{mode}-{attempt}"
-                    r = measure_one(command(workdir, source, target.bootstrap, group, mode), source, group, n)
-                    results[mode].append(r)
-                    print(
-                        f"  {mode:3} run {attempt}: {r[0]:,.0f} rec/s, {r[1]:.5f} CPU s per 1000 records",
-                        flush=True,
-                    )
-    return results
+    return groups.run(n, size, repeat, workdir, name="provenance", modes=MODES, command=command, prepare=None,
+                      show_sync=False)  # fmt: skip
 
 
 def report(results: dict[str, list[Result]], n: int, size: int) -> str:
@@ -89,27 +72,14 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         "(the header name, a 22-character cluster id, partition, offset and topic), half again the size of a "
         "100 B record. With it off the record's path is one `if` longer.",
         "",
-        "Reproduce: `make bench-provenance` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
-        f"bench/provenance.py --records {n} --size {size} --repeat {len(on)} --write docs/benchmarks.md`).",
+        reproduce("bench-provenance", "provenance.py", f"--records {n} --size {size} --repeat {len(on)}"),
         END,
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=600_000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--write", type=Path, help="replace the provenance section of this markdown file")
-    a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kmirror-bench-provenance-") as tmp:
-        results = run(a.records, a.size, a.repeat, Path(tmp))
-    section = report(results, a.records, a.size)
-    print(section)
-    if a.write:
-        write_section(a.write, "provenance", section)
-    return 0
+    return groups.paired_main(__doc__, "provenance", run, report)
 
 
 if __name__ == "__main__":

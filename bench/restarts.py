@@ -33,7 +33,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import machine_note, markers, write_section
+from sections import machine_note, markers, parser, publish, reproduce
 from throughput import bench_clusters
 
 from kmirror.testing.kafka import KafkaCluster
@@ -159,7 +159,7 @@ def run_rounds(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--stall-after", type=float, default=60.0)
     ap.add_argument("--write", type=Path)
@@ -209,8 +209,7 @@ def main() -> int:
             "|---|---|---|---|---|---|",
             *rows,
             "",
-            "Reproduce: `make bench-restarts` (or `flock /tmp/kmirror-bench.lock .venv/bin/python "
-            f"bench/restarts.py --rounds {a.rounds} --write docs/benchmarks.md`). The other restart paths "
+            reproduce("bench-restarts", "restarts.py", f"--rounds {a.rounds}") + " The other restart paths "
             "(crash, takeover, removal) are measured by "
             "`.venv/bin/pytest -s worker/tests/integration/test_restarts.py` (lines `RESTART ...`; "
             "section Restart paths).",
@@ -218,10 +217,7 @@ def main() -> int:
             "",
         ]
     )
-    print(section)
-    if a.write:
-        write_section(a.write, "restarts", section)
-    return 0
+    return publish(section, a.write, "restarts")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -21,6 +22,27 @@ def write_section(path: Path, name: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line, its module docstring as the help text."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def publish(section: str, write: Path | None, name: str) -> int:
+    """Print the section and, with ``--write FILE``, replace its part of that file; main's exit status."""
+    print(section)
+    if write:
+        write_section(write, name, section)
+    return 0
+
+
+def reproduce(target: str, script: str, options: str) -> str:
+    """The sentence that says how a section was written: its make target, or the script's command line."""
+    return (
+        f"Reproduce: `make {target}` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/{script} "
+        f"{options} --write docs/benchmarks.md`)."
+    )
 
 
 def kafka_version(line: str | None = None) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import machine_note, markers, write_section
+from sections import machine_note, markers, parser, publish, reproduce
 
 from kmirror.testing.kafka import BENCH_JVM, KafkaCluster, KafkaError, start_together
 from kmirror.testing.mirrors import mirror_files, run_command
@@ -135,20 +135,22 @@ def _stop_flag() -> callable:  # type: ignore[valid-type]
 # ------------------------------------------------------------------------------------ harness
 
 
-def create_topic(cluster: KafkaCluster) -> None:
+def create_topic(cluster: KafkaCluster, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap}, logger=QUIET)
-    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+    for f in admin.create_topics([NewTopic(TOPIC, partitions, 1)]).values():
         f.result()
 
 
-def fill(cluster: KafkaCluster, n: int, size: int) -> None:
-    create_topic(cluster)
+def fill(
+    cluster: KafkaCluster, n: int, size: int, partitions: int = PARTITIONS, compression: str = "none"
+) -> None:
+    create_topic(cluster, partitions)
     p = Producer(
         {
             "bootstrap.servers": cluster.bootstrap,
             "linger.ms": 20,
             "batch.size": 1_000_000,
-            "compression.type": "none",
+            "compression.type": compression,
         },
         logger=QUIET,
     )
@@ -157,7 +159,7 @@ def fill(cluster: KafkaCluster, n: int, size: int) -> None:
         key = b"key-%d" % (i % 10_000)
         while True:
             try:
-                p.produce(TOPIC, body, key, i % PARTITIONS, headers=[("seq", b"%d" % i)])
+                p.produce(TOPIC, body, key, i % partitions, headers=[("seq", b"%d" % i)])
                 break
             except BufferError:
                 p.poll(0.05)
@@ -197,6 +199,17 @@ class Committed:
 Result = tuple[float, float, float]  # records/s, seconds, fraction of the machine's cores busy meanwhile
 
 
+def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process's group; SIGKILL it if the process has not ended within timeout seconds."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
 def measure(cmd: list[str], source: str, group: str, n: int, timeout: float = 600) -> Result:
     """Run a contender until it has committed n records; return (records/s, seconds, CPU busy)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -229,12 +242,7 @@ def measure(cmd: list[str], source: str, group: str, n: int, timeout: float = 60
             time.sleep(0.1)
     finally:
         progress.close()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc, 30)
     busy = busy_since(cpu_start) if cpu_start is not None else 0.0
     seconds = max(now - started[0], 1e-6)
     return n / seconds, seconds, busy
@@ -400,15 +408,14 @@ def report(
         lines.append(f"| {size} B | | mirror ceiling | {ceiling:,.0f} | {ceiling * size / 1e6:.1f} | | | | |")
     lines += [
         "",
-        f"Reproduce: `make bench` (or `flock /tmp/kmirror-bench.lock .venv/bin/python bench/throughput.py "
-        f"{options} --repeat {repeat} --write docs/benchmarks.md`).",
+        reproduce("bench", "throughput.py", f"{options} --repeat {repeat}"),
         END,
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--records-100", type=int, default=1_000_000)
     ap.add_argument("--records-1k", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=3, help="runs per contender; the median is reported")
@@ -438,11 +445,7 @@ def main() -> int:
         + ([f"--sizes {' '.join(map(str, counts))}"] if len(counts) < 2 else [])
         + ([f"--num-producers {' '.join(map(str, a.num_producers))}"] if a.num_producers else [])
     )
-    section = report(results, counts, a.repeat, options)
-    print(section)
-    if a.write:
-        write_section(a.write, "throughput", section)
-    return 0
+    return publish(report(results, counts, a.repeat, options), a.write, "throughput")
 
 
 if __name__ == "__main__":
