@@ -125,8 +125,9 @@ except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 
 
-def to_kafka(b: Binding) -> AclBinding:
-    return AclBinding(
+def kafka_fields(b: Binding) -> tuple[object, ...]:
+    """The arguments of an AclBinding (or of the AclBindingFilter matching only it) for b."""
+    return (
         ResourceType[b.resource_type],
         b.name,
         ResourcePatternType[b.pattern_type],
@@ -135,6 +136,10 @@ def to_kafka(b: Binding) -> AclBinding:
         AclOperation[b.operation],
         AclPermissionType[b.permission],
     )
+
+
+def to_kafka(b: Binding) -> AclBinding:
+    return AclBinding(*kafka_fields(b))
 
 
 def from_kafka(a: AclBinding) -> Binding:
@@ -258,18 +263,7 @@ def main() -> None:
             todo = [b for b in wanted if b in have]
             after = sorted(have - set(wanted))
             if todo and not module.check_mode:
-                filters = [
-                    AclBindingFilter(
-                        ResourceType[b.resource_type],
-                        b.name,
-                        ResourcePatternType[b.pattern_type],
-                        b.principal,
-                        b.host,
-                        AclOperation[b.operation],
-                        AclPermissionType[b.permission],
-                    )
-                    for b in todo
-                ]
+                filters = [AclBindingFilter(*kafka_fields(b)) for b in todo]
                 for fut in admin.delete_acls(filters, request_timeout=p["timeout"]).values():
                     fut.result()
             result["to_delete"] = [b.as_dict() for b in todo]
