@@ -59,23 +59,21 @@ def test_promtool_accepts_the_rendered_file_as_file_sd(render, tmp_path):
     job["file_sd_configs"][0]["files"] = [f"{sd}/*.json"]
     config["rule_files"] = []
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [promtool, "check", "config", "prometheus.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+    def check_config() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [promtool, "check", "config", "prometheus.yml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = check_config()
     assert done.returncode == 0, done.stdout + done.stderr
     # promtool checks each discovered file too; a broken one fails the check
     (sd / "kmirror-broken.json").write_text('[{"targets": "not a list"}]')
-    broken = subprocess.run(
-        [promtool, "check", "config", "prometheus.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    broken = check_config()
     assert broken.returncode != 0 and "checking SD file" in broken.stdout + broken.stderr
 
 
