@@ -50,7 +50,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import machine_note, markers, parser, publish, reproduce
+from sections import closing, machine_note, markers, parser, publish
 
 from kmirror.audit.kafka import consumer_conf, plan_cluster
 from kmirror.config.filters import TopicFilter
@@ -523,11 +523,8 @@ def report(  # noqa: PLR0917
         "records it as its JVM exits).",
         "",
         *connector_note(cold, warm, starts),
-        "",
-        reproduce("bench-audit", "audit.py", f"--records {a.records} --repeat {a.repeat}"),
-        END,
     ]
-    return "\n".join(lines) + "\n"
+    return closing(lines, END, "bench-audit", "audit.py", f"--records {a.records} --repeat {a.repeat}")
 
 
 def connector_note(

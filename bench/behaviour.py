@@ -47,7 +47,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from peers import CONTENDERS, MM2_DEFAULTS, STREAMS, create_topic
-from sections import kafka_version, machine_note, markers, parser, publish, reproduce
+from sections import closing, kafka_version, machine_note, markers, parser, publish
 from throughput import GROUP_SETTINGS, QUIET, TOPIC, bench_clusters
 
 from kmirror.testing.kafka import KafkaCluster
@@ -462,12 +462,7 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
             "/tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py --scenarios kill --contenders "
             "'MirrorMaker 2' --mm2-flush-ms " + " / ".join(re.sub(r"\D", "", n) for n in notes) + "`.",
         ]
-    lines += [
-        "",
-        reproduce("bench-behaviour", "behaviour.py", options),
-        end,
-    ]
-    return "\n".join(lines) + "\n"
+    return closing(lines, end, "bench-behaviour", "behaviour.py", options)
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from sections import machine_note, markers, parser, publish, reproduce
+from sections import closing, machine_note, markers, parser, publish
 from throughput import (
     COMMIT_MS,
     GROUP_SETTINGS,
@@ -221,11 +221,8 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         "reset (an `_AUTO_OFFSET_RESET` event among the consumer's errors, handled in `Gaps._offset_reset`, "
         "`worker/src/kmirror/mirror/gaps.py`); a record's path (`Stream._loop` in "
         "`worker/src/kmirror/mirror/engine.py`) is the same with it on or off.",
-        "",
-        reproduce("bench-groups", "groups.py", f"--records {n} --size {size} --repeat {len(on)}"),
-        END,
     ]
-    return "\n".join(lines) + "\n"
+    return closing(lines, END, "bench-groups", "groups.py", f"--records {n} --size {size} --repeat {len(on)}")
 
 
 def paired_main(

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sections import machine_note, markers, parser, publish, reproduce
+from sections import closing, machine_note, markers, parser, publish
 from throughput import PARTITIONS, TOPIC, bench_clusters, fill
 
 from kmirror.testing.kafka import KafkaCluster
@@ -130,13 +130,14 @@ def report(runs: list[Run], backlog: int, repeat: int) -> str:
         "",
         "Records waiting never exceed `--queue.size` (the stream's producers share it), and the memory "
         "follows the queue, not the backlog.",
-        "",
-        reproduce(
-            "bench-outage", "outage_memory.py", f"--backlog {backlog} --queue {sizes} --repeat {repeat}"
-        ),
-        end,
     ]
-    return "\n".join(lines) + "\n"
+    return closing(
+        lines,
+        end,
+        "bench-outage",
+        "outage_memory.py",
+        f"--backlog {backlog} --queue {sizes} --repeat {repeat}",
+    )
 
 
 def main() -> int:

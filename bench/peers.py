@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from sections import kafka_version, machine_note, markers, parser, publish, reproduce
+from sections import closing, kafka_version, machine_note, markers, parser, publish
 from throughput import GROUP_SETTINGS, QUIET, TOPIC, Committed, bench_clusters, create_topic, fill, stop_group
 
 from kmirror.testing.mirrormakers import MM1_LINE, MM2_LINE, MirrorMaker1, MirrorMaker2, tree_usage
@@ -259,12 +259,7 @@ def report(
                 f"{spread([r.cpu_per_m for r in rs], '.1f')} | {spread([r.rss_mb for r in rs], '.0f')} | "
                 f"{spread([r.from_start for r in rs], '.1f')} | {rate / k_rate:.2f}x | {cpu / k_cpu:.2f}x |"
             )
-    lines += [
-        "",
-        reproduce("bench-peers", "peers.py", options),
-        END,
-    ]
-    return "\n".join(lines) + "\n"
+    return closing(lines, END, "bench-peers", "peers.py", options)
 
 
 def measure_all(counts: dict[int, int], a: argparse.Namespace) -> dict[int, dict[str, list[Run]]]:

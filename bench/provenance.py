@@ -20,7 +20,7 @@ from pathlib import Path
 
 import groups
 from groups import Result
-from sections import machine_note, markers, reproduce
+from sections import closing, machine_note, markers
 from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, TOPIC
 
 from kmirror.testing.mirrors import mirror_files, run_command
@@ -71,11 +71,10 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         "is the header itself, which librdkafka encodes and sends with every record: about 50 bytes here "
         "(the header name, a 22-character cluster id, partition, offset and topic), half again the size of a "
         "100 B record. With it off the record's path is one `if` longer.",
-        "",
-        reproduce("bench-provenance", "provenance.py", f"--records {n} --size {size} --repeat {len(on)}"),
-        END,
     ]
-    return "\n".join(lines) + "\n"
+    return closing(
+        lines, END, "bench-provenance", "provenance.py", f"--records {n} --size {size} --repeat {len(on)}"
+    )
 
 
 def main() -> int:

@@ -45,6 +45,11 @@ def reproduce(target: str, script: str, options: str) -> str:
     )
 
 
+def closing(lines: list[str], end: str, target: str, script: str, options: str) -> str:
+    """A section's text: its lines, then how to reproduce it (see reproduce), then its end marker."""
+    return "\n".join([*lines, "", reproduce(target, script, options), end]) + "\n"
+
+
 def kafka_version(line: str | None = None) -> str:
     """The Apache Kafka release the test clusters of ``line`` run (from the pinned kafka-clients jar)."""
     from kmirror.testing import jars

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sections import machine_note, markers, parser, publish, reproduce
+from sections import closing, machine_note, markers, parser, publish
 
 from kmirror.testing.kafka import BENCH_JVM, KafkaCluster, KafkaError, start_together
 from kmirror.testing.mirrors import mirror_files, run_command
@@ -406,12 +406,7 @@ def report(
                 f"({min(paired):.2f}-{max(paired):.2f}) | {share} |"
             )
         lines.append(f"| {size} B | | mirror ceiling | {ceiling:,.0f} | {ceiling * size / 1e6:.1f} | | | | |")
-    lines += [
-        "",
-        reproduce("bench", "throughput.py", f"{options} --repeat {repeat}"),
-        END,
-    ]
-    return "\n".join(lines) + "\n"
+    return closing(lines, END, "bench", "throughput.py", f"{options} --repeat {repeat}")
 
 
 def main() -> int:
