@@ -135,16 +135,21 @@ def test_socket_buffer_limits(host):
 # ------------------------------------------------------------------ the mirror, end to end (run once)
 
 
-def test_destination_topics_created_like_the_source():
+def assert_created_like_the_source(topics_of: dict[str, list[str]]) -> None:
+    """The target has each source's topics with the source topic's partitions and configs."""
     info = kf.clusters()
     on_target = kf.topic_partitions(info["target"])
-    for source, topics in kf.MIRRORED.items():
+    for source, topics in topics_of.items():
         for topic in topics:
             partitions, configs = kf.SOURCE_TOPICS[source][topic]
             assert on_target.get(topic) == partitions, (topic, on_target.get(topic))
             got = kf.topic_configs(info["target"], topic)
             for k, v in configs.items():
                 assert got.get(k) == v, (topic, k, got)
+
+
+def test_destination_topics_created_like_the_source():
+    assert_created_like_the_source(kf.MIRRORED)
 
 
 def test_records_of_every_source_arrive_on_the_target():
@@ -174,14 +179,7 @@ def test_filtered_topics_are_not_mirrored():
 
 def test_added_source_got_its_topics_created_like_the_source():
     """add_source_cluster.yml created south's destination topics (partitions, configs) first."""
-    info = kf.clusters()
-    on_target = kf.topic_partitions(info["target"])
-    for source, topics in kf.ADDED.items():
-        for topic in topics:
-            partitions, configs = kf.SOURCE_TOPICS[source][topic]
-            assert on_target.get(topic) == partitions
-            got = kf.topic_configs(info["target"], topic)
-            assert all(got.get(k) == v for k, v in configs.items()), got
+    assert_created_like_the_source(kf.ADDED)
 
 
 def test_removed_source_left_nothing_behind(host):
