@@ -95,10 +95,15 @@ def assert_one_line_error(code: int, err: str, command: str) -> str:
 # --- kmirror run: every refusal is one line and exit 2, before any network ---
 
 
-def run_error(capsys, files, *extra: str, consumer: str = "consumer", producer: str = "producer") -> str:
-    code, out, err = cli(
+def run_cli(capsys, files, *extra: str, consumer: str = "consumer", producer: str = "producer"):
+    """`kmirror run` with two of the files fixture's client files (the valid pair by default)."""
+    return cli(
         capsys, "run", "--consumer.config", files[consumer], "--producer.config", files[producer], *extra
     )
+
+
+def run_error(capsys, files, *extra: str, consumer: str = "consumer", producer: str = "producer") -> str:
+    code, out, err = run_cli(capsys, files, *extra, consumer=consumer, producer=producer)
     assert_one_line_error(code, err, "run")
     assert out == ""
     return err
@@ -124,42 +129,31 @@ def test_run_zookeeper_producer(capsys, files):
     assert "bootstrap.servers" in err
 
 
-def test_run_unsafe_producer(capsys, files):
-    err = run_error(capsys, files, producer="unsafe")
-    assert "acks=1" in err
-    assert "--allow.unsafe" in err
-
-
-def test_run_unsafe_consumer(capsys, files):
-    err = run_error(capsys, files, consumer="autocommit")
-    assert "enable.auto.commit=true" in err
-
-
-def test_run_unknown_keys(capsys, files):
-    err = run_error(capsys, files, consumer="unknown")
-    assert "foo.bar" in err
-    assert "fetch.wait.maxx.ms" in err
-
-
-def test_run_jks_truststore(capsys, files):
-    err = run_error(capsys, files, consumer="jks")
-    assert "ssl.truststore.location" in err
-    assert "ssl.ca.location" in err
-
-
-def test_run_without_any_topic_filter(capsys, files):
-    err = run_error(capsys, files, consumer="no-filter")
-    assert "--whitelist" in err
-
-
-def test_run_invalid_whitelist(capsys, files):
-    err = run_error(capsys, files, "--whitelist", "orders[a&&b]")
-    assert "--whitelist" in err
-
-
-def test_run_invalid_blacklist(capsys, files):
-    err = run_error(capsys, files, "--blacklist", "(tmp")
-    assert "--blacklist" in err
+@pytest.mark.parametrize(
+    ("extra", "which", "needles"),
+    [
+        ((), {"producer": "unsafe"}, ["acks=1", "--allow.unsafe"]),
+        ((), {"consumer": "autocommit"}, ["enable.auto.commit=true"]),
+        ((), {"consumer": "unknown"}, ["foo.bar", "fetch.wait.maxx.ms"]),
+        ((), {"consumer": "jks"}, ["ssl.truststore.location", "ssl.ca.location"]),
+        ((), {"consumer": "no-filter"}, ["--whitelist"]),
+        (("--whitelist", "orders[a&&b]"), {}, ["--whitelist"]),
+        (("--blacklist", "(tmp"), {}, ["--blacklist"]),
+    ],
+    ids=[
+        "unsafe_producer",
+        "unsafe_consumer",
+        "unknown_keys",
+        "jks_truststore",
+        "without_any_topic_filter",
+        "invalid_whitelist",
+        "invalid_blacklist",
+    ],
+)
+def test_run_refusal_names_the_cause(capsys, files, extra, which, needles):
+    err = run_error(capsys, files, *extra, **which)
+    for needle in needles:
+        assert needle in err
 
 
 @pytest.mark.parametrize("value", ["false", "no", "0"])
@@ -202,9 +196,7 @@ def test_run_java_only_options(capsys, files, option):
     ],
 )
 def test_run_bad_options(capsys, files, argv):
-    code, out, err = cli(
-        capsys, "run", "--consumer.config", files["consumer"], "--producer.config", files["producer"], *argv
-    )
+    code, out, err = run_cli(capsys, files, *argv)
     assert_one_line_usage_error(code, err)
     assert argv[0] in err
     assert out == ""
@@ -217,16 +209,7 @@ def test_run_without_required_files(capsys):
 
 
 def test_run_abbreviated_options_are_not_guessed(capsys, files):
-    code, _, err = cli(
-        capsys,
-        "run",
-        "--consumer.config",
-        files["consumer"],
-        "--producer.config",
-        files["producer"],
-        "--num.stream",
-        "2",
-    )
+    code, _, err = run_cli(capsys, files, "--num.stream", "2")
     assert_one_line_usage_error(code, err)
     assert "--num.stream" in err
 
