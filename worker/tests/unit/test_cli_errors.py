@@ -295,14 +295,15 @@ def test_check_config_json_unsafe(capsys, files):
     assert any("enable.idempotence" in u for u in report["unsafe"])
 
 
-@pytest.mark.parametrize(
-    ("role", "name", "needle"),
-    [
-        ("--producer.config", "zk", "zk.connect"),
-        ("--consumer.config", "unknown", "foo.bar"),
-        ("--consumer.config", "jks", "ssl.truststore.location"),
-    ],
-)
+# files check-config refuses: the option naming it, the files fixture's name, a word of the error
+CHECK_CONFIG_REFUSALS = [
+    ("--producer.config", "zk", "zk.connect"),
+    ("--consumer.config", "unknown", "foo.bar"),
+    ("--consumer.config", "jks", "ssl.truststore.location"),
+]
+
+
+@pytest.mark.parametrize(("role", "name", "needle"), CHECK_CONFIG_REFUSALS)
 def test_check_config_errors(capsys, files, role, name, needle):
     code, out, err = cli(capsys, "check-config", role, files[name])
     assert_one_line_error(code, err, "check-config")
@@ -311,14 +312,7 @@ def test_check_config_errors(capsys, files, role, name, needle):
     assert out == ""
 
 
-@pytest.mark.parametrize(
-    ("role", "name", "needle"),
-    [
-        ("--producer.config", "zk", "zk.connect"),
-        ("--consumer.config", "unknown", "foo.bar"),
-        ("--consumer.config", "jks", "ssl.truststore.location"),
-    ],
-)
+@pytest.mark.parametrize(("role", "name", "needle"), CHECK_CONFIG_REFUSALS)
 def test_check_config_errors_as_json(capsys, files, role, name, needle):
     """With --json a refused file is a JSON document too (verdict INVALID), on stdout; exit 2."""
     code, out, err = cli(capsys, "check-config", "--json", role, files[name])
