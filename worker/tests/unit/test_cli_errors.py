@@ -233,26 +233,21 @@ def test_check_config_safe(capsys, files):
     assert any("include=app_log" in ln for ln in lines)
 
 
-def test_check_config_unsafe_acks(capsys, files):
-    code, out, err = cli(capsys, "check-config", "--producer.config", files["unsafe"])
+@pytest.mark.parametrize(
+    ("role", "name", "needle"),
+    [
+        ("--producer.config", "unsafe", "acks=1"),
+        ("--producer.config", "no-idempotence", "enable.idempotence=false"),
+        ("--consumer.config", "autocommit", "enable.auto.commit=true"),
+    ],
+    ids=["acks", "idempotence", "auto_commit"],
+)
+def test_check_config_unsafe(capsys, files, role, name, needle):
+    code, out, err = cli(capsys, "check-config", role, files[name])
     assert code == 1, err
     assert out.splitlines()[-1] == "verdict: UNSAFE"
-    assert "acks=1" in out
-
-
-def test_check_config_unsafe_idempotence(capsys, files):
-    code, out, err = cli(capsys, "check-config", "--producer.config", files["no-idempotence"])
-    assert code == 1, err
-    assert out.splitlines()[-1] == "verdict: UNSAFE"
-    assert "enable.idempotence=false" in out
+    assert needle in out
     assert "sup3r-secret" not in out
-
-
-def test_check_config_unsafe_auto_commit(capsys, files):
-    code, out, err = cli(capsys, "check-config", "--consumer.config", files["autocommit"])
-    assert code == 1, err
-    assert out.splitlines()[-1] == "verdict: UNSAFE"
-    assert "enable.auto.commit=true" in out
 
 
 def test_check_config_abort_on_send_failure_false_is_unsafe(capsys, files):
