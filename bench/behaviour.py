@@ -17,6 +17,8 @@ beginning, noting when each sequence number first arrived and how many times.
 * outage: once the mirror has copied for `--copy-before` seconds, the target's broker is stopped (SIGTERM,
   a controlled shutdown), left down `--outage` seconds and started again on its ports and data. A mirror
   that exited meanwhile is reported as exited and started again (as its service manager would).
+* failover: an application group commits on the source and fails over to the target; the records it reads
+  again there and the records it skips (bench/failover_peers.py says how).
 
 The producer goes on for `--tail` seconds after the restart (the target's return), then stops. The run
 ends when every record produced is on the target (or `--catch-up-timeout` passed), plus 5 s for late
@@ -26,6 +28,7 @@ every record produced before the kill (before the target returned) is on the tar
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py [--scenarios kill outage]
         [--repeat 2] [--outage 130] [--rate 1000] [--write docs/benchmarks.md] [--from-log LOG ...]
+        [--scenarios failover --commits 3 --sync-s 5 --failover-wait 15]
 """
 
 from __future__ import annotations
@@ -46,7 +49,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from peers import CONTENDERS, MM2_DEFAULTS, STREAMS, create_topic
+from failover_peers import (
+    FailoverRun,
+    application,
+    copies,
+    count,
+    kmirror_failover,
+    kmirror_options,
+    mm2_settings,
+    offsets_on_target,
+    read_to_end,
+    table,
+)
+from peers import MM2_DEFAULTS, STREAMS, create_topic
 from sections import closing, kafka_version, machine_note, markers, parser, publish
 from throughput import GROUP_SETTINGS, QUIET, TOPIC, bench_clusters
 
@@ -59,6 +74,9 @@ PARTITIONS = 6
 RECORD_BYTES = 100
 SETTLE_S = 5.0
 RUN_PREFIX = "RUN "
+FAILOVER_PREFIX = "FAILOVER "
+CONTENDERS = ("MirrorMaker 1", "MirrorMaker 2", "kmirror")  # interleaved in this order
+SCENARIOS = ("kill", "outage", "failover")
 
 
 # ------------------------------------------------------------------------------------ traffic
@@ -170,11 +188,13 @@ class TargetReader(threading.Thread):
 class Kmirror:
     """`kmirror run` in its own session, started again with the same command line."""
 
-    def __init__(self, workdir: Path, source: str, target: str, group: str, commit_ms: int) -> None:
-        cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
+    def __init__(
+        self, workdir: Path, source: str, target: str, group: str, commit_ms: int, *options: str
+    ) -> None:
+        self.files = cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
         self.cmd = run_command(cfile, pfile, TOPIC, "--num.streams", str(STREAMS),
                                "--offset.commit.interval.ms", str(commit_ms),
-                               "--stats.interval.ms", "10000")  # fmt: skip
+                               "--stats.interval.ms", "10000", *options)  # fmt: skip
         self.log_path = workdir / f"{group}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -233,10 +253,12 @@ Mirror = Kmirror | Tool
 
 
 def make_mirror(
-    name: str, workdir: Path, *, source: str, target: str, group: str, a: argparse.Namespace
+    name: str, workdir: Path, *, source: str, target: str, group: str, a: argparse.Namespace, groups: bool
 ) -> Mirror:
+    """The contender; with ``groups``, kmirror's --groups and MirrorMaker 2's group offset sync on."""
     if name == "kmirror":
-        return Kmirror(workdir, source, target, group, a.commit_ms)
+        options = kmirror_options(a.sync_s) if groups else []
+        return Kmirror(workdir, source, target, group, a.commit_ms, *options)
     if name == "MirrorMaker 1":
         return Tool(
             MirrorMaker1(workdir / group, source, target, TOPIC, group, num_streams=STREAMS,
@@ -244,7 +266,7 @@ def make_mirror(
         )  # fmt: skip
     # A worker setting of dedicated mode takes the target cluster's prefix (a bare key is not applied).
     flush = {"target.offset.flush.interval.ms": str(a.mm2_flush_ms)} if a.mm2_flush_ms else {}
-    extra = {**MM2_DEFAULTS, **flush}
+    extra = {**MM2_DEFAULTS, **flush, **(mm2_settings(a.sync_s) if groups else {})}
     return Tool(MirrorMaker2(workdir / group, source, target, TOPIC, tasks_max=STREAMS, extra=extra))
 
 
@@ -275,7 +297,9 @@ def wait(cond: Callable[[], object], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def one_run(name: str, scenario: str, attempt: int, a: argparse.Namespace, workdir: Path) -> Run:
+def one_run(
+    name: str, scenario: str, attempt: int, a: argparse.Namespace, workdir: Path
+) -> Run | FailoverRun:
     load = os.getloadavg()[0]
     tag = f"{scenario}-{CONTENDERS.index(name)}-{attempt}"
     with bench_clusters(f"source-{tag}", f"target-{tag}", workdir=workdir) as cs:
@@ -284,13 +308,18 @@ def one_run(name: str, scenario: str, attempt: int, a: argparse.Namespace, workd
         create_topic(tgt, PARTITIONS)
         mirror = make_mirror(
             name, workdir / tag, source=src.bootstrap, target=tgt.bootstrap, group=f"behaviour-{tag}",
-            a=a,
+            a=a, groups=scenario == "failover",
         )  # fmt: skip
         producer = SteadyProducer(src.bootstrap, a.rate)
         reader = TargetReader(tgt.bootstrap)
         producer.start()
         reader.start()
         try:
+            if scenario == "failover":
+                return failover_and_count(
+                    name, attempt=attempt, a=a, mirror=mirror, producer=producer, reader=reader,
+                    src=src, tgt=tgt, load=load, group=f"app-{tag}",
+                )  # fmt: skip
             return fault_and_count(
                 name, scenario=scenario, attempt=attempt, a=a, mirror=mirror, producer=producer,
                 reader=reader, tgt=tgt, load=load,
@@ -374,6 +403,49 @@ def fault_and_count(
     )
 
 
+def failover_and_count(
+    name: str,
+    *,
+    attempt: int,
+    a: argparse.Namespace,
+    mirror: Mirror,
+    producer: SteadyProducer,
+    reader: TargetReader,
+    src: KafkaCluster,
+    tgt: KafkaCluster,
+    load: float,
+    group: str,
+) -> FailoverRun:
+    """The failover scenario (bench/failover_peers.py): the application group commits on the source and
+    stops, the mirror is stopped, the group fails over and reads on the target; its re-reads and skips."""
+    mirror.start()
+    wait(lambda: reader.first_seen or not mirror.alive(), a.start_timeout, f"{name}: a first record copied")
+    if not mirror.alive():
+        raise SystemExit(f"{name} exited ({mirror.returncode()}) before copying")
+    committed, last_commit = application(src.bootstrap, group, TOPIC, a.commits, a.copy_before / a.commits)
+    time.sleep(a.tail)  # traffic goes on after the group's last commit
+    produced = producer.stop()
+    wait(lambda: reader.have_all(produced), a.catch_up_timeout, f"{name}: every record on the target")
+    time.sleep(max(0.0, last_commit + a.failover_wait - time.monotonic()))
+    mirror.stop(60)  # the fail over: the mirror of the lost source is stopped
+    note = ""
+    if isinstance(mirror, Kmirror):
+        note = kmirror_failover(*mirror.files, group)
+    elif name == "MirrorMaker 1":
+        note = "no offset translation: the group starts at auto.offset.reset=earliest"
+    wait(reader.caught_up_with_target, 60, "the reader at the target's end")
+    synced = offsets_on_target(tgt.bootstrap, group, TOPIC, PARTITIONS)
+    read = [s for s, _p, _o in read_to_end(tgt.bootstrap, group, TOPIC, PARTITIONS, subscribe=True)]
+    on_source = read_to_end(src.bootstrap, "bench-behaviour-source", TOPIC, PARTITIONS, subscribe=False)
+    consumed, re_read, skipped = count(on_source, committed, set(reader.copies), read)
+    if extra := copies(read):
+        note += f"{'; ' if note else ''}{extra:,} copies read twice on the target"
+    return FailoverRun(
+        "failover", name, attempt, produced, commits=a.commits, committed=consumed, re_read=re_read,
+        skipped=skipped, read_on_target=len(read), synced_partitions=len(synced), load=load, note=note,
+    )  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------ report
 
 
@@ -392,11 +464,42 @@ def process(r: Run) -> str:
     return r.process
 
 
-def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
+def failover_method(a: argparse.Namespace) -> str:
+    """How the failover scenario ran (bench/failover_peers.py)."""
+    return (
+        "**failover** (an application group failing over to the target): a fresh source and target per "
+        f"run as above, {a.rate} records/s; each contender mirrors with its group offset translation on: "
+        f"kmirror with `--groups 'app-.*' --sync.group.offsets.interval.ms {a.sync_s * 1000}`, and `kmirror "
+        "failover --apply` for the group at the fail over (its CLI, with the mirror's own files); "
+        "MirrorMaker 2 with emit.checkpoints.enabled=true, sync.group.offsets.enabled=true, "
+        f"emit.checkpoints.interval.seconds={a.sync_s}, sync.group.offsets.interval.seconds={a.sync_s}, "
+        f"refresh.groups.interval.seconds={a.sync_s}, groups=app-.* (offset.lag.max at its default, 100), "
+        "which commits the group's translated offsets on the target itself while the group has no active "
+        "member there; MirrorMaker 1 has no offset translation: its row is the baseline an operator has, "
+        "the group started on the target from auto.offset.reset=earliest. Once the mirror copies, an "
+        f"application group reads the source and commits its positions {a.commits} times, every "
+        f"{a.copy_before / a.commits:g} s, then leaves; traffic goes on {a.tail:g} s, then stops; the run "
+        f"waits until every record is on the target and {a.failover_wait:g} s have passed since the group's "
+        "last commit; then the mirror is stopped (SIGTERM), kmirror's failover applied, and a consumer "
+        "of the same group starts on the target (auto.offset.reset=earliest) and reads every partition to "
+        "its end. "
+        "Group committed = records below the group's last committed offsets on the source; re-read = of "
+        "those, records it reads again on the target; skipped = records at or after its committed offsets "
+        "that are on the target and that it never reads there; exact, by the records' unique ids. The "
+        "source is still up at the fail over (`kmirror failover` reads the group's offsets from it; "
+        "worker/tests/integration/test_failover.py covers a dead source)."
+    )
+
+
+def report(
+    runs: list[Run], a: argparse.Namespace, options: str, failovers: list[FailoverRun] | None = None
+) -> str:
+    failovers = failovers or []
     begin, end = markers(NAME)
+    title = "a crash, a target outage and a failover" if failovers else "a crash and a target outage"
     lines = [
         begin,
-        "## Behaviour side by side with MirrorMaker 1 and MirrorMaker 2: a crash and a target outage",
+        f"## Behaviour side by side with MirrorMaker 1 and MirrorMaker 2: {title}",
         "",
         machine_note(),
         f"MirrorMaker 1 from Apache Kafka {kafka_version(MM1_LINE)} (`kafka.tools.MirrorMaker`, the "
@@ -427,10 +530,13 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         f"before it is on the target (the run waits up to {a.catch_up_timeout:.0f} s). Every run is listed; "
         "the contenders were interleaved (MM1, MM2, kmirror, MM1, ...).",
         "",
-        "| scenario | contender | run | records produced | missing | duplicated | catch-up, s | process | "
-        "load |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    if runs:
+        lines += [
+            "| scenario | contender | run | records produced | missing | duplicated | catch-up, s | "
+            "process | load |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
     for r in runs:
         catch = f"{r.catch_up_s:.1f}" if r.catch_up_s is not None else f"not within {a.catch_up_timeout:.0f}"
         lines.append(
@@ -438,7 +544,7 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
             f"{r.produced:,} | {r.missing:,} | "
             f"{r.duplicated:,} | {catch} | {process(r)} | {r.load:.1f} |"
         )
-    lines += [
+    why = [
         "",
         "Why, from the tools' logs and settings: after a kill -9, MirrorMaker 1 and kmirror copy again what "
         f"they had written since their last commit (every {a.commit_ms} ms here; kmirror is at-least-once, "
@@ -450,11 +556,18 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
         "log) and starts them again once the target is back, from the last offsets it flushed, so what they "
         "had copied since is copied again. MirrorMaker 1 and kmirror keep their group on the source: their "
         "producers wait for the target, and none of their outage runs copied a record twice.",
-        "",
-        "Not in this section (issue 21 asks for it): an application group failing over to the target "
-        "(MirrorMaker 2's checkpoints and sync.group.offsets against kmirror's `--groups`), records skipped "
-        "and read again; and a 5-minute outage.",
     ]
+    lines += why if runs else []
+    if failovers:
+        lines += ["", failover_method(a), "", *table(failovers, PARTITIONS)]
+        lines += ["", "Not in this section (issue 21 asks for it): a 5-minute outage."]
+    else:
+        lines += [
+            "",
+            "Not in this section (issue 21 asks for it): an application group failing over to the target "
+            "(MirrorMaker 2's checkpoints and sync.group.offsets against kmirror's `--groups`), records "
+            "skipped and read again; and a 5-minute outage.",
+        ]
     if notes := sorted({r.note for r in runs if r.note}):
         lines += [
             "",
@@ -467,7 +580,7 @@ def report(runs: list[Run], a: argparse.Namespace, options: str) -> str:
 
 def main() -> int:
     ap = parser(__doc__)
-    ap.add_argument("--scenarios", nargs="+", choices=["kill", "outage"], default=["kill", "outage"])
+    ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=["kill", "outage"])
     ap.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     ap.add_argument("--repeat", type=int, default=2, help="runs per scenario and contender, interleaved")
     ap.add_argument("--rate", type=int, default=1000, help="records per second produced to the source")
@@ -480,6 +593,16 @@ def main() -> int:
     ap.add_argument(
         "--mm2-flush-ms", type=int, help="MirrorMaker 2's offset flush interval (default: its own)"
     )
+    ap.add_argument("--commits", type=int, default=3, help="failover: the application group's commits")
+    ap.add_argument(
+        "--sync-s",
+        type=int,
+        default=5,
+        help="failover: the mirrors' checkpoint and group offset sync interval",
+    )
+    ap.add_argument(
+        "--failover-wait", type=float, default=15.0, help="failover: seconds after the group's last commit"
+    )
     ap.add_argument("--start-timeout", type=float, default=180.0)
     ap.add_argument("--catch-up-timeout", type=float, default=240.0)
     ap.add_argument("--write", type=Path, help="replace the behaviour section of this markdown file")
@@ -488,13 +611,15 @@ def main() -> int:
     ap.add_argument("--from-log", type=Path, nargs="+", help="render the RUN lines of earlier runs' output")
     a = ap.parse_args()
     runs: list[Run] = []
+    failovers: list[FailoverRun] = []
     if a.from_log:
         for log in a.from_log:
-            runs += [
-                Run(**json.loads(line.removeprefix(RUN_PREFIX)))
-                for line in log.read_text().splitlines()
-                if line.startswith(RUN_PREFIX)
-            ]
+            for line in log.read_text().splitlines():
+                if line.startswith(RUN_PREFIX):
+                    runs.append(Run(**json.loads(line.removeprefix(RUN_PREFIX))))
+                elif line.startswith(FAILOVER_PREFIX):
+                    failovers.append(FailoverRun(**json.loads(line.removeprefix(FAILOVER_PREFIX))))
+        failovers.sort(key=lambda r: (r.attempt, CONTENDERS.index(r.contender)))
         runs.sort(
             key=lambda r: (
                 ["kill", "outage"].index(r.scenario),
@@ -510,6 +635,10 @@ def main() -> int:
                 for attempt in range(a.repeat):
                     for name in a.contenders:
                         r = one_run(name, scenario, attempt, a, workdir)
+                        if isinstance(r, FailoverRun):
+                            failovers.append(r)
+                            print(FAILOVER_PREFIX + json.dumps(asdict(r)), flush=True)
+                            continue
                         runs.append(r)
                         print(describe(r), flush=True)
                         print(RUN_PREFIX + json.dumps(asdict(r)), flush=True)
@@ -517,8 +646,13 @@ def main() -> int:
         f"--scenarios {' '.join(a.scenarios)} --repeat {a.repeat} --rate {a.rate} "
         f"--copy-before {a.copy_before:g} --outage {a.outage:g} --tail {a.tail:g} --commit-ms {a.commit_ms}"
         + (f" --mm2-flush-ms {a.mm2_flush_ms}" if a.mm2_flush_ms else "")
+        + (
+            f" --commits {a.commits} --sync-s {a.sync_s} --failover-wait {a.failover_wait:g}"
+            if "failover" in a.scenarios
+            else ""
+        )
     )
-    section = report(runs, a, options)
+    section = report(runs, a, options, failovers)
     return publish(section, a.write, NAME)
 
 
