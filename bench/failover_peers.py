@@ -154,8 +154,9 @@ def kmirror_failover(consumer_file: Path, producer_file: Path, group: str) -> st
         raise SystemExit(f"kmirror failover exited {done.returncode}: {done.stderr.strip()}")
     plan = json.loads(done.stdout)
     return (
-        f"`kmirror failover --apply`: source {plan.get('source')}, {plan.get('committed')} partition(s) "
-        f"committed, {len(plan.get('untranslated') or [])} untranslated"
+        f"`kmirror failover --apply` (source {plan.get('source')}) moved {plan.get('committed')} of "
+        f"{len(plan.get('partitions') or [])} partitions forward (the others already stood where the "
+        f"mirror's group offset sync had put them), {len(plan.get('untranslated') or [])} untranslated"
     )
 
 
