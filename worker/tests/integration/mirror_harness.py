@@ -13,8 +13,10 @@ import threading
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -254,6 +256,31 @@ def run_args(consumer: Path | list[Path], producer: Path, *extra: str) -> list[s
     ]
 
 
+def mirror_worker(
+    tmp_path: Path,
+    src: Cluster,
+    tgt: Cluster,
+    whitelist: str,
+    streams: int,
+    *extra: str,
+    group: str = "mirror",
+) -> Worker:
+    """`kmirror run` of the topics whitelist matches from src to tgt in a number of streams, with run_args'
+    settings and any extra arguments; the consumer group is group."""
+    return Worker(
+        tmp_path,
+        run_args(
+            consumer_file(tmp_path, src, group),
+            producer_file(tmp_path, tgt),
+            "--whitelist",
+            whitelist,
+            "--num.streams",
+            str(streams),
+            *extra,
+        ),
+    )
+
+
 class LiveTraffic:
     """Keeps producing sequenced records to a topic's partitions until stopped."""
 
@@ -282,6 +309,10 @@ class LiveTraffic:
             i += 1
             p.poll(0)
             time.sleep(self.partitions / self.rate)
+        self._finish(p)
+
+    def _finish(self, p: Producer) -> None:
+        """Once stopped: every record sent was acknowledged."""
         assert p.flush(30) == 0
 
     def stop(self) -> list[Rec]:
@@ -290,6 +321,8 @@ class LiveTraffic:
         return self.sent
 
 
+T = TypeVar("T")
+
 COORDINATOR_NOT_READY = {
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -297,21 +330,42 @@ COORDINATOR_NOT_READY = {
 }
 
 
-def committed(cluster: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets. Kafka answers NOT_COORDINATOR (or "load in progress") while the
-    group's coordinator is being found or loaded, e.g. on a cluster's first group request: asked again."""
+def as_group(cluster: Cluster, group: str, request: Callable[[Consumer], T]) -> T:
+    """The request made with a standalone consumer of the group (it does not join it, as tools do). Kafka
+    answers NOT_COORDINATOR (or "load in progress") while the group's coordinator is being found or loaded,
+    e.g. on a cluster's first group request: asked again, for up to 30 s."""
     deadline = time.monotonic() + 30
     while True:
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
         try:
-            got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-            return {tp.partition: tp.offset for tp in got}
+            return request(c)
         except KafkaException as exc:
             if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
                 raise
         finally:
             c.close()
         time.sleep(0.2)
+
+
+def end_offsets(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
+    """The partitions' end offsets (high watermarks) now."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-ends"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        }
+    finally:
+        c.close()
+
+
+def committed(cluster: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets."""
+    got = as_group(
+        cluster,
+        group,
+        lambda c: c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10),
+    )
+    return {tp.partition: tp.offset for tp in got}
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -328,20 +382,9 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def commit_offsets(cluster: Cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit offsets for a group without joining it (a standalone consumer, as tools do). A fresh
-    cluster's first group request may be answered "load in progress": asked again, as in `committed`."""
-    deadline = time.monotonic() + 30
-    while True:
-        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
-        try:
-            c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-            return
-        except KafkaException as exc:
-            if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
-                raise
-        finally:
-            c.close()
-        time.sleep(0.2)
+    """Commit offsets for a group without joining it."""
+    tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    as_group(cluster, group, lambda c: c.commit(offsets=tps, asynchronous=False))
 
 
 def wait_until(predicate: object, timeout: float = 60.0, what: str = "condition") -> None:

@@ -33,8 +33,8 @@ from mirror_harness import (
     committed,
     consumer_file,
     create_topic,
-    generator,
-    make_records,
+    end_offsets,
+    mirror_worker,
     producer_file,
     run_args,
     wait_until,
@@ -181,19 +181,10 @@ def mirrored_offsets(cluster: Cluster, topic: str, partitions: int) -> dict[int,
 
 
 class Traffic(LiveTraffic):
-    """LiveTraffic that ends quietly when its cluster was killed (records in flight are simply lost)."""
+    """LiveTraffic that ends quietly when its cluster was killed (records in flight are simply lost, and
+    `sent` is not what arrived)."""
 
-    def _run(self) -> None:
-        p = generator(self.cluster)
-        i = 0
-        while not self._stop.is_set():
-            for r in make_records(self.topic, self.partitions, 1, start=i):
-                p.produce(
-                    r.topic, r.value, r.key, r.partition, timestamp=r.timestamp, headers=list(r.headers)
-                )
-            i += 1
-            p.poll(0)
-            time.sleep(self.partitions / self.rate)
+    def _finish(self, p: Producer) -> None:
         p.flush(1)
 
 
@@ -210,17 +201,6 @@ def mirroring_now(target: Cluster, topics: list[str]) -> bool:
         before = total()
         time.sleep(0.3)
         return total() > before
-    finally:
-        c.close()
-
-
-def source_ends(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
-    """The partitions' end offsets (high watermarks) now."""
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-ends"})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        }
     finally:
         c.close()
 
@@ -333,22 +313,18 @@ def test_failover_after_source_sigkill_reads_every_uncommitted_record(tmp_path, 
         create_topic(src, "orders", 6)
         create_topic(tgt, "orders", 6)
         prefill_unrelated(tgt, "orders", 6)
-        w = Worker(
+        w = mirror_worker(
             tmp_path,
-            run_args(
-                consumer_file(tmp_path, src),
-                producer_file(tmp_path, tgt),
-                "--whitelist",
-                "orders",
-                "--num.streams",
-                "1",
-                "--groups",
-                "app.*",
-                "--sync.group.offsets.interval.ms",
-                SYNC_MS,
-                "--metrics.port",
-                str(port := free_port()),
-            ),
+            src,
+            tgt,
+            "orders",
+            1,
+            "--groups",
+            "app.*",
+            "--sync.group.offsets.interval.ms",
+            SYNC_MS,
+            "--metrics.port",
+            str(port := free_port()),
         )
         workers.append(w)
         w.wait_for(": assigned ")
@@ -478,7 +454,7 @@ def test_failover_after_kmirror_crash_two_workers_several_groups_and_topics(tmp_
             wait_until(lambda: mirroring_now(tgt, list(topics)), 30, "the mirror writing")
             for w in first:  # crash mid-write: every kmirror process, no flush, no commit
                 w.kill9()
-            at_crash = {t: source_ends(src, t, n) for t, n in topics.items()}
+            at_crash = {t: end_offsets(src, t, n) for t, n in topics.items()}
             time.sleep(0.5)
             second = start_two()
             wait_until(lambda: any(": assigned " in w.log() for w in second), 60, "the restarted mirror")
@@ -687,22 +663,18 @@ def commit_group(cluster: Cluster, group: str, offsets_: dict[tuple[str, int], i
 
 def groups_worker(tmp_path: Path, src: Cluster, tgt: Cluster, topic: str) -> Worker:
     """One stream mirroring `topic` with the groups app-.* synced, a sync point every 30 s (commit points)."""
-    return Worker(
+    return mirror_worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            topic,
-            "--num.streams",
-            "1",
-            "--groups",
-            "app-.*",
-            "--sync.group.offsets.interval.ms",
-            SYNC_MS,
-            "--offset.commit.interval.ms",
-            "30000",
-        ),
+        src,
+        tgt,
+        topic,
+        1,
+        "--groups",
+        "app-.*",
+        "--sync.group.offsets.interval.ms",
+        SYNC_MS,
+        "--offset.commit.interval.ms",
+        "30000",
     )
 
 

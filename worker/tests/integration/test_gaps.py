@@ -17,24 +17,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+import mirror_harness as mh
 from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from mirror_harness import (
-    KMIRROR,
-    Worker,
-    assert_mirrored,
-    commit_offsets,
-    committed,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-    scrape,
-    wait_until,
-)
 
 from kmirror.failover.clusters import read_sync_data
 from kmirror.testing.kafka import KafkaCluster, free_port, running
@@ -42,32 +27,21 @@ from kmirror.testing.kafka import KafkaCluster, free_port, running
 PER_PARTITION = 50
 
 
-def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, *extra: str) -> Worker:
-    return Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src, f"g-{topic}"),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            topic,
-            "--num.streams",
-            "1",
-            *extra,
-        ),
-    )
+def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, *extra: str) -> mh.Worker:
+    return mh.mirror_worker(tmp_path, src, tgt, topic, 1, *extra, group=f"g-{topic}")
 
 
 def mirrored_then_stopped(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str) -> list:
     """The topic's first records mirrored and committed, the mirror stopped; more records written."""
-    create_topic(src, topic, 2)
-    first = make_records(topic, 2, PER_PARTITION)
-    produce(src, first)
+    mh.create_topic(src, topic, 2)
+    first = mh.make_records(topic, 2, PER_PARTITION)
+    mh.produce(src, first)
     w = mirror(tmp_path, src, tgt, topic)
-    assert_mirrored(first, read_all(tgt, [topic], len(first), timeout=90))
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION})
+    mh.assert_mirrored(first, mh.read_all(tgt, [topic], len(first), timeout=90))
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION})
     assert w.stop() == 0, w.log()
-    more = make_records(topic, 2, PER_PARTITION, start=PER_PARTITION)
-    produce(src, more)
+    more = mh.make_records(topic, 2, PER_PARTITION, start=PER_PARTITION)
+    mh.produce(src, more)
     return first + more
 
 
@@ -78,7 +52,7 @@ def purge(src: KafkaCluster, topic: str, partition: int, before: int) -> None:
 
 
 def test_records_purged_while_stopped_are_a_named_gap_then_mirroring_goes_on(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
 ) -> None:
     src, tgt = kafka["source"], kafka["target"]
     topic = "gap.purged"
@@ -91,7 +65,7 @@ def test_records_purged_while_stopped_are_a_named_gap_then_mirroring_goes_on(
         r for r in records if r.partition == 0 and PER_PARTITION <= int(r.headers[0][1]) < PER_PARTITION + 30
     }
     kept = [r for r in records if r not in lost]
-    assert_mirrored(kept, read_all(tgt, [topic], len(kept), timeout=90))
+    mh.assert_mirrored(kept, mh.read_all(tgt, [topic], len(kept), timeout=90))
     w.wait_for(
         f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) purged "
         "on the source before they were mirrored"
@@ -100,16 +74,18 @@ def test_records_purged_while_stopped_are_a_named_gap_then_mirroring_goes_on(
     assert len(gaps) == 1, gaps
     # The metrics follow the streams' snapshots (published every few seconds), not the log line.
     gap_records = ("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))
-    wait_until(lambda: scrape(port).get(gap_records) is not None, 60, "the gap in the metrics")
-    samples = scrape(port)
+    mh.wait_until(lambda: mh.scrape(port).get(gap_records) is not None, 60, "the gap in the metrics")
+    samples = mh.scrape(port)
     assert samples[gap_records] == 30
     assert samples[("kmirror_gaps_total", (("source", "consumer"), ("stream", "0")))] == 1
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION})
+    mh.wait_until(
+        lambda: mh.committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION}
+    )
     assert w.stop() == 0, w.log()
 
 
 def test_gap_policy_stop_exits_4_and_commits_nothing_past_the_gap(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
 ) -> None:
     src, tgt = kafka["source"], kafka["target"]
     topic = "gap.stop"
@@ -121,7 +97,7 @@ def test_gap_policy_stop_exits_4_and_commits_nothing_past_the_gap(
     errors = [line for line in w.log().splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "offsets 50..59 (10 records) lost" in errors[0], errors
     assert "docs/runbooks/source-gap.md" in errors[0]
-    assert committed(src, f"g-{topic}", topic, 2)[1] == PER_PARTITION
+    assert mh.committed(src, f"g-{topic}", topic, 2)[1] == PER_PARTITION
 
 
 def only_new_topic_points(tgt: KafkaCluster, admin: AdminClient, topic: str) -> None:
@@ -131,93 +107,93 @@ def only_new_topic_points(tgt: KafkaCluster, admin: AdminClient, topic: str) -> 
     def points() -> list:
         return read_sync_data({"bootstrap.servers": tgt.bootstrap}, f"g-{topic}").store._points[(topic, 0)]
 
-    wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
+    mh.wait_until(lambda: any(p.topic_id == new_id for p in points()), 120, "a sync point of the new topic")
     assert {p.topic_id for p in points()} == {new_id}, points()
 
 
-def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
-) -> None:
-    src, tgt = kafka["source"], kafka["target"]
-    topic = "gap.recreated"
-    create_topic(src, topic, 1)
-    old = make_records(topic, 1, PER_PARTITION)
-    produce(src, old)
-    w = mirror(tmp_path, src, tgt, topic, "--topic.refresh.interval.ms", "1000", "--groups", "app-none")
-    workers.append(w)
-    assert_mirrored(old, read_all(tgt, [topic], len(old), timeout=90))
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
+def recreated(src: KafkaCluster, topic: str) -> tuple[AdminClient, list[mh.Rec]]:
+    """The topic deleted, created again with one partition and 10 new records written; the source's admin."""
     admin = AdminClient({"bootstrap.servers": src.bootstrap})
     for f in admin.delete_topics([topic]).values():
         f.result()
-    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 120, "the topic deleted")
-    create_topic(src, topic, 1)
-    new = make_records(topic, 1, 10, start=1000)
-    produce(src, new)
-    on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
-    assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
+    mh.wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 120, "the topic deleted")
+    mh.create_topic(src, topic, 1)
+    new = mh.make_records(topic, 1, 10, start=1000)
+    mh.produce(src, new)
+    return admin, new
+
+
+def test_a_topic_recreated_under_the_mirror_is_mirrored_from_its_new_beginning(
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
+) -> None:
+    src, tgt = kafka["source"], kafka["target"]
+    topic = "gap.recreated"
+    mh.create_topic(src, topic, 1)
+    old = mh.make_records(topic, 1, PER_PARTITION)
+    mh.produce(src, old)
+    w = mirror(tmp_path, src, tgt, topic, "--topic.refresh.interval.ms", "1000", "--groups", "app-none")
+    workers.append(w)
+    mh.assert_mirrored(old, mh.read_all(tgt, [topic], len(old), timeout=90))
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
+    admin, new = recreated(src, topic)
+    on_target = mh.read_all(tgt, [topic], len(old) + len(new), timeout=120)
+    mh.assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000])
     assert w.proc.poll() is None, w.log()
     # The failover sync points of the old topic are not used for the new one (--groups).
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
     only_new_topic_points(tgt, admin, topic)
     assert w.stop() == 0, w.log()
 
 
 def test_a_topic_recreated_while_the_mirror_is_stopped_is_mirrored_from_its_new_beginning(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
 ) -> None:
     """Deleted and recreated while no mirror runs: on restart the new topic is mirrored from its first
     record (Kafka drops the group's offsets of a deleted topic; had it kept them, the offset past the new
     end would be a named gap), nothing of it is missing, and only the new topic's sync points remain."""
     src, tgt = kafka["source"], kafka["target"]
     topic = "gap.recreated-stopped"
-    create_topic(src, topic, 1)
-    old = make_records(topic, 1, PER_PARTITION)
-    produce(src, old)
+    mh.create_topic(src, topic, 1)
+    old = mh.make_records(topic, 1, PER_PARTITION)
+    mh.produce(src, old)
     groups = ("--groups", "app-none")
     w = mirror(tmp_path, src, tgt, topic, *groups)
-    assert_mirrored(old, read_all(tgt, [topic], len(old), timeout=90))
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120)
+    mh.assert_mirrored(old, mh.read_all(tgt, [topic], len(old), timeout=90))
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120)
     assert w.stop() == 0, w.log()
-    admin = AdminClient({"bootstrap.servers": src.bootstrap})
-    for f in admin.delete_topics([topic]).values():
-        f.result()
-    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 120, "the topic deleted")
-    create_topic(src, topic, 1)
-    new = make_records(topic, 1, 10, start=1000)
-    produce(src, new)
+    admin, new = recreated(src, topic)
     w = mirror(tmp_path, src, tgt, topic, *groups)
     workers.append(w)
-    on_target = read_all(tgt, [topic], len(old) + len(new), timeout=120)
-    assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
+    on_target = mh.read_all(tgt, [topic], len(old) + len(new), timeout=120)
+    mh.assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: len(new)}, 120)
     only_new_topic_points(tgt, admin, topic)
     assert w.stop() == 0, w.log()
 
 
 def test_a_gap_is_kept_on_the_target_and_named_by_failover(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
 ) -> None:
     """With --groups the gap is written to the sync topic on the target, and `kmirror failover` names it
     for a group that had not read those offsets yet (it will not find them on the target)."""
     src, tgt = kafka["source"], kafka["target"]
     topic = "gap.failover"
     groups = ("--groups", "app-gap", "--sync.group.offsets.interval.ms", "300")
-    create_topic(src, topic, 1)
-    produce(src, make_records(topic, 1, PER_PARTITION))
-    commit_offsets(src, "app-gap", {(topic, 0): 10})
+    mh.create_topic(src, topic, 1)
+    mh.produce(src, mh.make_records(topic, 1, PER_PARTITION))
+    mh.commit_offsets(src, "app-gap", {(topic, 0): 10})
     w = mirror(tmp_path, src, tgt, topic, *groups)
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION})
     assert w.stop() == 0, w.log()
-    produce(src, make_records(topic, 1, PER_PARTITION, start=PER_PARTITION))
+    mh.produce(src, mh.make_records(topic, 1, PER_PARTITION, start=PER_PARTITION))
     purge(src, topic, 0, PER_PARTITION + 30)
     w = mirror(tmp_path, src, tgt, topic, *groups)
     workers.append(w)
     w.wait_for("GAP in source cluster consumer topic gap.failover partition 0: offsets 50..79 (30 records)")
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: 2 * PER_PARTITION})
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: 2 * PER_PARTITION})
     run = subprocess.run(
         [
-            *KMIRROR,
+            *mh.KMIRROR,
             "failover",
             "--source.config",
             str(tmp_path / "consumer.properties"),
@@ -244,31 +220,33 @@ def test_a_gap_is_kept_on_the_target_and_named_by_failover(
 
 
 def test_an_eager_assignor_is_warned_that_gaps_go_unreported_and_mirrors_on(
-    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[Worker]
+    tmp_path: Path, kafka: dict[str, KafkaCluster], workers: list[mh.Worker]
 ) -> None:
     """range (MirrorMaker 1's assignor, eager) cannot fetch one partition again on its own: the stream says
     at its start that gaps go unreported there, librdkafka resets past a purge itself, and the rest is
     mirrored as before."""
     src, tgt = kafka["source"], kafka["target"]
     topic = "gap.eager"
-    create_topic(src, topic, 2)
-    first = make_records(topic, 2, PER_PARTITION)
-    produce(src, first)
-    consumer = consumer_file(tmp_path, src, f"g-{topic}", "partition.assignment.strategy=range\n")
-    args = run_args(consumer, producer_file(tmp_path, tgt), "--whitelist", topic, "--num.streams", "1")
-    w = Worker(tmp_path, args)
-    assert_mirrored(first, read_all(tgt, [topic], len(first), timeout=90), exact=True)
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION})
+    mh.create_topic(src, topic, 2)
+    first = mh.make_records(topic, 2, PER_PARTITION)
+    mh.produce(src, first)
+    consumer = mh.consumer_file(tmp_path, src, f"g-{topic}", "partition.assignment.strategy=range\n")
+    args = mh.run_args(consumer, mh.producer_file(tmp_path, tgt), "--whitelist", topic, "--num.streams", "1")
+    w = mh.Worker(tmp_path, args)
+    mh.assert_mirrored(first, mh.read_all(tgt, [topic], len(first), timeout=90), exact=True)
+    mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 2) == {0: PER_PARTITION, 1: PER_PARTITION})
     assert w.stop() == 0, w.log()
     assert "partition.assignment.strategy=range (eager): gaps in the source" in w.log()
-    more = make_records(topic, 2, PER_PARTITION, start=PER_PARTITION)
-    produce(src, more)
+    more = mh.make_records(topic, 2, PER_PARTITION, start=PER_PARTITION)
+    mh.produce(src, more)
     purge(src, topic, 1, PER_PARTITION + 5)
-    w = Worker(tmp_path, args)
+    w = mh.Worker(tmp_path, args)
     workers.append(w)
     kept = [r for r in first + more if not (r.partition == 1 and PER_PARTITION <= int(r.headers[0][1]) < 55)]
-    assert_mirrored(kept, read_all(tgt, [topic], len(kept), timeout=90))
-    wait_until(lambda: committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION})
+    mh.assert_mirrored(kept, mh.read_all(tgt, [topic], len(kept), timeout=90))
+    mh.wait_until(
+        lambda: mh.committed(src, f"g-{topic}", topic, 2) == {0: 2 * PER_PARTITION, 1: 2 * PER_PARTITION}
+    )
     assert "GAP in" not in w.log()
     assert w.stop() == 0, w.log()
 
@@ -284,7 +262,7 @@ def partition_state(cluster: KafkaCluster, topic: str) -> tuple[int, list[int]]:
 
 
 def test_a_partition_truncated_by_an_unclean_leader_election_is_a_named_gap(
-    tmp_path: Path, workers: list[Worker]
+    tmp_path: Path, workers: list[mh.Worker]
 ) -> None:
     """An unclean leader election on a 3-node source (Apache Kafka 4.3, KRaft) truncates a partition
     below the mirror's position: one GAP line "mirrored before and no longer on the source" naming the
@@ -307,20 +285,22 @@ def test_a_partition_truncated_by_an_unclean_leader_election_is_a_named_gap(
         on_1_and_2 = NewTopic(topic, 1, replica_assignment=[[1, 2]], config=unclean)
         for f in admin.create_topics([on_1_and_2]).values():
             f.result()
-        first = make_records(topic, 1, PER_PARTITION)
-        produce(src, first)
+        first = mh.make_records(topic, 1, PER_PARTITION)
+        mh.produce(src, first)
         port = free_port()
         w = mirror(tmp_path, src, tgt, topic, "--metrics.port", str(port))
         workers.append(w)
-        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120, "50 mirrored")
+        mh.wait_until(
+            lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION}, 120, "50 mirrored"
+        )
         src.kill_node(2, signal.SIGKILL)
-        wait_until(lambda: partition_state(src, topic) == (1, [1]), 120, "node 2 out of the ISR")
-        only_on_1 = make_records(topic, 1, 30, start=PER_PARTITION)
-        produce(src, only_on_1)
-        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: 80}, 120, "80 mirrored")
+        mh.wait_until(lambda: partition_state(src, topic) == (1, [1]), 120, "node 2 out of the ISR")
+        only_on_1 = mh.make_records(topic, 1, 30, start=PER_PARTITION)
+        mh.produce(src, only_on_1)
+        mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: 80}, 120, "80 mirrored")
         src.kill_node(1, signal.SIGKILL)
         src.start_node(2, in_sync=False)
-        wait_until(lambda: partition_state(src, topic) == (2, [2]), 180, "node 2 elected uncleanly")
+        mh.wait_until(lambda: partition_state(src, topic) == (2, [2]), 180, "node 2 elected uncleanly")
         w.wait_for(
             f"GAP in source cluster consumer topic {topic} partition 0: offsets 50..79 (30 records) mirrored "
             "before and no longer on the source",
@@ -328,13 +308,15 @@ def test_a_partition_truncated_by_an_unclean_leader_election_is_a_named_gap(
         )
         gaps = [line for line in w.log().splitlines() if "GAP in" in line]
         assert len(gaps) == 1, gaps
-        new = make_records(topic, 1, 10, start=1000)
-        produce(src, new)  # offsets 50..59 of the truncated partition
-        on_target = read_all(tgt, [topic], len(first) + len(only_on_1) + len(first) + len(new), timeout=120)
-        assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
-        wait_until(lambda: committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION + 10}, 120)
+        new = mh.make_records(topic, 1, 10, start=1000)
+        mh.produce(src, new)  # offsets 50..59 of the truncated partition
+        on_target = mh.read_all(
+            tgt, [topic], len(first) + len(only_on_1) + len(first) + len(new), timeout=120
+        )
+        mh.assert_mirrored(new, [r for r in on_target if int(r.headers[0][1]) >= 1000], exact=True)
+        mh.wait_until(lambda: mh.committed(src, f"g-{topic}", topic, 1) == {0: PER_PARTITION + 10}, 120)
         gaps_total = ("kmirror_gaps_total", (("source", "consumer"), ("stream", "0")))
-        wait_until(lambda: scrape(port).get(gaps_total) == 1, 60, "the gap in the metrics")
+        mh.wait_until(lambda: mh.scrape(port).get(gaps_total) == 1, 60, "the gap in the metrics")
         lost = ("kmirror_gap_records_total", (("source", "consumer"), ("stream", "0"), ("topic", topic)))
-        assert scrape(port).get(lost, 0) == 0  # truncated records had been mirrored: not lost
+        assert mh.scrape(port).get(lost, 0) == 0  # truncated records had been mirrored: not lost
         assert w.stop() == 0, w.log()

@@ -13,10 +13,8 @@ import urllib.request
 from mirror_harness import (
     LiveTraffic,
     Worker,
-    consumer_file,
     create_topic,
-    producer_file,
-    run_args,
+    mirror_worker,
     wait_until,
 )
 
@@ -38,25 +36,21 @@ def states(port: int) -> tuple[int, dict[str, str]]:
     return code, {s["stream"]: s["state"] for s in doc["streams"]}
 
 
-def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
+def serving_health(kafka, tmp_path, workers, topic: str, partitions: int) -> tuple[Worker, int]:
+    """A two-stream mirror of a new topic of the source, its states served on its metrics port: the worker
+    and the port."""
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "watched", 2)
+    create_topic(src, topic, partitions)
     port = free_port()
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "watched",
-            "--num.streams",
-            "2",
-            "--metrics.port",
-            str(port),
-        ),
-    )
+    w = mirror_worker(tmp_path, src, tgt, topic, 2, "--metrics.port", str(port))
     workers.append(w)
     w.wait_for("stream states on http://")
+    return w, port
+
+
+def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    w, port = serving_health(kafka, tmp_path, workers, "watched", 2)
     running = {"consumer#0": "running", "consumer#1": "running"}
     with LiveTraffic(src, "watched", 2, rate_per_s=100):
         wait_until(lambda: states(port) == (200, running), timeout=90, what="200 with both streams running")
@@ -99,24 +93,7 @@ def test_health_follows_a_frozen_target(kafka, tmp_path, workers):
 def test_health_names_a_stream_without_partitions(kafka, tmp_path, workers):
     """Two streams, one partition: one stream has none for longer than twice session.timeout.ms (6 s in
     these tests): 503 naming it as unassigned, the other running."""
-    src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "single", 1)
-    port = free_port()
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "single",
-            "--num.streams",
-            "2",
-            "--metrics.port",
-            str(port),
-        ),
-    )
-    workers.append(w)
-    w.wait_for("stream states on http://")
+    w, port = serving_health(kafka, tmp_path, workers, "single", 1)
 
     def one_unassigned() -> bool:
         code, by_stream = states(port)

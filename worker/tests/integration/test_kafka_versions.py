@@ -15,24 +15,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import mirror_harness as mh
 from confluent_kafka.admin import AdminClient, ConfigResource
-from mirror_harness import (
-    KMIRROR,
-    Rec,
-    Worker,
-    assert_mirrored,
-    by_partition,
-    committed,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-    topic_partitions,
-    wait_until,
-)
 
 from kmirror.testing.kafka import KafkaCluster, start_together
 
@@ -49,15 +33,15 @@ def kafka_version(cluster: KafkaCluster) -> str:
     raise AssertionError(f"no 'Kafka version' line in {cluster.log_path}")
 
 
-def first_batch(topic: str) -> list[Rec]:
+def first_batch(topic: str) -> list[mh.Rec]:
     # Edge cases: null key, tombstone (null value), headers with a null value and a repeated name, empty
     # value.
     return [
-        *make_records(topic, PARTITIONS, 40),
-        Rec(topic, 0, None, b"no-key", (), 1_700_000_100_000),
-        Rec(topic, 1, b"deleted", None, (), 1_700_000_100_001),
-        Rec(topic, 2, b"h", b"null-header", (("trace", None), ("trace", b"dup")), 1_700_000_100_002),
-        Rec(topic, 0, b"e", b"", (("only-null", None),), 1_700_000_100_003),
+        *mh.make_records(topic, PARTITIONS, 40),
+        mh.Rec(topic, 0, None, b"no-key", (), 1_700_000_100_000),
+        mh.Rec(topic, 1, b"deleted", None, (), 1_700_000_100_001),
+        mh.Rec(topic, 2, b"h", b"null-header", (("trace", None), ("trace", b"dup")), 1_700_000_100_002),
+        mh.Rec(topic, 0, b"e", b"", (("only-null", None),), 1_700_000_100_003),
     ]
 
 
@@ -69,7 +53,7 @@ def topic_configs(cluster: KafkaCluster, topic: str) -> dict[str, str]:
 
 def lag_rows(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], dict[str, object]]:
     out = subprocess.run(
-        [*KMIRROR, "lag", "--bootstrap-server", cluster.bootstrap, "--group", group, "--json"],
+        [*mh.KMIRROR, "lag", "--bootstrap-server", cluster.bootstrap, "--group", group, "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -78,20 +62,25 @@ def lag_rows(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], dict[st
     return {(r["topic"], r["partition"]): r for r in json.loads(out.stdout)}
 
 
-def assert_lag_zero(cluster: KafkaCluster, topic: str, records: list[Rec]) -> None:
-    ends = {p: len(rs) for (_, p), rs in by_partition(records).items()}
+def assert_lag_zero(cluster: KafkaCluster, topic: str, records: list[mh.Rec], when: str) -> None:
+    """Offsets committed up to the end of every partition, and `kmirror lag` reads them as lag 0."""
+    ends = {p: len(rs) for (_, p), rs in mh.by_partition(records).items()}
+    mh.wait_until(
+        lambda: mh.committed(cluster, "mirror", topic, PARTITIONS) == ends,
+        what=f"offsets of {topic} committed on {cluster.name} {when}",
+    )
     rows = lag_rows(cluster, "mirror")
     assert set(rows) == {(topic, p) for p in range(PARTITIONS)}, rows
     for (_, p), r in rows.items():
         assert (r["offset"], r["log_size"], r["lag"]) == (ends[p], ends[p], 0), r
 
 
-def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, name: str) -> Worker:
-    return Worker(
+def mirror(tmp_path: Path, src: KafkaCluster, tgt: KafkaCluster, topic: str, name: str) -> mh.Worker:
+    return mh.Worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src, name=f"{name}-consumer.properties"),
-            producer_file(tmp_path, tgt, name=f"{name}-producer.properties"),
+        mh.run_args(
+            mh.consumer_file(tmp_path, src, name=f"{name}-consumer.properties"),
+            mh.producer_file(tmp_path, tgt, name=f"{name}-producer.properties"),
             "--whitelist",
             topic,
             "--num.streams",
@@ -109,28 +98,22 @@ def test_mirror_between_kafka_3_9_and_4_3_both_ways(tmp_path, workers):
         assert kafka_version(old).startswith("3.9.") and kafka_version(new).startswith("4.3.")
         # 3.9 -> 4.3 and 4.3 -> 3.9, at the same time (different topics: no loop).
         routes = [(old, new, "from39", "up"), (new, old, "from43", "down")]
-        batches: dict[str, list[Rec]] = {}
+        batches: dict[str, list[mh.Rec]] = {}
         for src, _, topic, _ in routes:
-            create_topic(src, topic, PARTITIONS, CONFIGS)
+            mh.create_topic(src, topic, PARTITIONS, CONFIGS)
             batches[topic] = first_batch(topic)
-            produce(src, batches[topic])
+            mh.produce(src, batches[topic])
         running = [mirror(tmp_path, src, tgt, topic, name) for src, tgt, topic, name in routes]
         workers.extend(running)
 
         for src, tgt, topic, _ in routes:
             records = batches[topic]
-            assert_mirrored(records, read_all(tgt, [topic], len(records)), exact=True)
+            mh.assert_mirrored(records, mh.read_all(tgt, [topic], len(records)), exact=True)
             # The destination topic was made by kmirror from the source's partitions and configs.
-            assert topic_partitions(tgt)[topic] == PARTITIONS
+            assert mh.topic_partitions(tgt)[topic] == PARTITIONS
             configs = topic_configs(tgt, topic)
             assert {k: configs.get(k) for k in CONFIGS} == CONFIGS
-            # Offsets committed up to the end of every partition, and `kmirror lag` reads them as lag 0.
-            ends = {p: len(rs) for (_, p), rs in by_partition(records).items()}
-            wait_until(
-                lambda src=src, topic=topic, ends=ends: committed(src, "mirror", topic, PARTITIONS) == ends,
-                what=f"offsets of {topic} committed on {src.name} up to the end",
-            )
-            assert_lag_zero(src, topic, records)
+            assert_lag_zero(src, topic, records, "up to the end")
         for w, (_, _, topic, _) in zip(running, routes, strict=True):
             assert w.stop(signal.SIGTERM) == 0
             assert f"stopped cleanly ({len(batches[topic])} records mirrored" in w.log()
@@ -140,18 +123,13 @@ def test_mirror_between_kafka_3_9_and_4_3_both_ways(tmp_path, workers):
         restarted = [mirror(tmp_path, src, tgt, topic, f"{name}-again") for src, tgt, topic, name in routes]
         workers.extend(restarted)
         for src, _, topic, _ in routes:
-            more = make_records(topic, PARTITIONS, 20, start=40)
-            produce(src, more)
+            more = mh.make_records(topic, PARTITIONS, 20, start=40)
+            mh.produce(src, more)
             batches[topic] = batches[topic] + more
         for src, tgt, topic, _ in routes:
             records = batches[topic]
-            assert_mirrored(records, read_all(tgt, [topic], len(records)), exact=True)
-            ends = {p: len(rs) for (_, p), rs in by_partition(records).items()}
-            wait_until(
-                lambda src=src, topic=topic, ends=ends: committed(src, "mirror", topic, PARTITIONS) == ends,
-                what=f"offsets of {topic} committed on {src.name} after the restart",
-            )
-            assert_lag_zero(src, topic, records)
+            mh.assert_mirrored(records, mh.read_all(tgt, [topic], len(records)), exact=True)
+            assert_lag_zero(src, topic, records, "after the restart")
         for w in restarted:
             assert w.stop(signal.SIGTERM) == 0
             # Only the second batch went through the restarted worker.

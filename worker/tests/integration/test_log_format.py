@@ -9,17 +9,7 @@ import re
 import signal
 from pathlib import Path
 
-from mirror_harness import (
-    Worker,
-    assert_mirrored,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-)
+import mirror_harness as mh
 
 from kmirror.testing.kafka import KafkaCluster
 
@@ -29,23 +19,11 @@ FIELDS = {"time", "level", "process", "logger", "message"}
 def test_json_logs_of_a_whole_run(tmp_path: Path, kafka: dict[str, KafkaCluster]) -> None:
     src, tgt = kafka["source"], kafka["target"]
     topic = "logs.json"
-    create_topic(src, topic, 2)
-    records = make_records(topic, 2, 50)
-    produce(src, records)
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src, "g-logs"),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            topic,
-            "--num.streams",
-            "2",
-            "--log.format",
-            "json",
-        ),
-    )
-    assert_mirrored(records, read_all(tgt, [topic], len(records), timeout=90))
+    mh.create_topic(src, topic, 2)
+    records = mh.make_records(topic, 2, 50)
+    mh.produce(src, records)
+    w = mh.mirror_worker(tmp_path, src, tgt, topic, 2, "--log.format", "json", group="g-logs")
+    mh.assert_mirrored(records, mh.read_all(tgt, [topic], len(records), timeout=90))
     w.wait_for("stats in=", timeout=60)  # a stream's stats line, too
     assert w.stop(signal.SIGTERM) == 0, w.log()
     lines = w.log().splitlines()

@@ -12,22 +12,7 @@ import signal
 import time
 import urllib.request
 
-from mirror_harness import (
-    LiveTraffic,
-    Rec,
-    Worker,
-    assert_mirrored,
-    by_partition,
-    committed,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-    wait_until,
-)
+import mirror_harness as mh
 from prometheus_client.parser import text_string_to_metric_families
 
 from kmirror.testing.embedded import free_port
@@ -50,9 +35,9 @@ def blocked_seconds(port: int) -> float | None:
     return values[0] if values else None
 
 
-def on_target_below(records: list[Rec], target: list[Rec], upto: dict[int, int]) -> None:
+def on_target_below(records: list[mh.Rec], target: list[mh.Rec], upto: dict[int, int]) -> None:
     """The first upto[p] records sent to partition p (source offsets 0..upto[p]-1) are on the target."""
-    src, tgt = by_partition(records), by_partition(target)
+    src, tgt = mh.by_partition(records), mh.by_partition(target)
     for (topic, p), sent in src.items():
         have = {r.content for r in tgt.get((topic, p), [])}
         missing = [r.content for r in sent[: upto[p]] if r.content not in have]
@@ -63,41 +48,41 @@ def on_target_below(records: list[Rec], target: list[Rec], upto: dict[int, int])
 
 def test_target_outage_longer_than_the_message_timeout(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "live", 2)  # traffic during the long outage
-    create_topic(src, "later", 2)  # traffic during the second outage (LiveTraffic restarts its sequence)
+    mh.create_topic(src, "live", 2)  # traffic during the long outage
+    mh.create_topic(src, "later", 2)  # traffic during the second outage (LiveTraffic restarts its sequence)
     port = free_port()
-    files = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
-    args = run_args(*files, "--whitelist", "live|later", "--num.streams", "1", "--queue.size", "1000")
-    w = Worker(tmp_path, [*args, "--metrics.port", str(port)])
+    files = (mh.consumer_file(tmp_path, src), mh.producer_file(tmp_path, tgt))
+    args = mh.run_args(*files, "--whitelist", "live|later", "--num.streams", "1", "--queue.size", "1000")
+    w = mh.Worker(tmp_path, [*args, "--metrics.port", str(port)])
     workers.append(w)
 
     # --- 1. an outage longer than librdkafka's default message.timeout.ms, under live traffic
-    with LiveTraffic(src, "live", 2, rate_per_s=100) as traffic:
+    with mh.LiveTraffic(src, "live", 2, rate_per_s=100) as traffic:
         w.wait_for("assigned")
-        wait_until(lambda: sum(committed(src, "mirror", "live", 2).values()) > 0, what="a first commit")
-        wait_until(lambda: blocked_seconds(port) == 0, what="the stream's first metrics, not blocked")
+        mh.wait_until(lambda: sum(mh.committed(src, "mirror", "live", 2).values()) > 0, what="a first commit")
+        mh.wait_until(lambda: blocked_seconds(port) == 0, what="the stream's first metrics, not blocked")
         tgt.pause()
         paused_at = time.monotonic()
         try:
             w.wait_for("target unreachable since", timeout=60)
             assert ", reading paused" in w.log()
-            frozen = committed(src, "mirror", "live", 2)
+            frozen = mh.committed(src, "mirror", "live", 2)
             while time.monotonic() - paused_at < OUTAGE_S:
                 time.sleep(5)
                 assert w.proc.poll() is None, f"the mirror stopped during the outage:\n{w.log()}"
             blocked = blocked_seconds(port)
             # Nothing acknowledged, nothing committed: the offsets did not move for the whole outage.
-            assert committed(src, "mirror", "live", 2) == frozen
+            assert mh.committed(src, "mirror", "live", 2) == frozen
         finally:
             tgt.resume()
         assert blocked is not None and blocked > LIBRDKAFKA_DEFAULT_MESSAGE_TIMEOUT_S - 30, blocked
         w.wait_for("target acknowledging again", timeout=120)
-        wait_until(lambda: blocked_seconds(port) == 0, timeout=30, what="the blocked gauge back to 0")
+        mh.wait_until(lambda: blocked_seconds(port) == 0, timeout=30, what="the blocked gauge back to 0")
         time.sleep(2)
     sent = list(traffic.sent)
-    assert_mirrored(sent, read_all(tgt, ["live"], len(sent), timeout=120))
-    wait_until(
-        lambda: sum(committed(src, "mirror", "live", 2).values()) == len(sent),
+    mh.assert_mirrored(sent, mh.read_all(tgt, ["live"], len(sent), timeout=120))
+    mh.wait_until(
+        lambda: sum(mh.committed(src, "mirror", "live", 2).values()) == len(sent),
         timeout=60,
         what="commits catching up after the outage",
     )
@@ -109,12 +94,12 @@ def test_target_outage_longer_than_the_message_timeout(kafka, tmp_path, workers)
     assert log.count("target unreachable since") <= OUTAGE_S / 2 + 20
 
     # --- 2. SIGTERM during a second outage: exit 0, nothing committed past what the target has
-    with LiveTraffic(src, "later", 2, rate_per_s=100) as traffic2:
+    with mh.LiveTraffic(src, "later", 2, rate_per_s=100) as traffic2:
         time.sleep(2)
         tgt.pause()
         try:
             lines_before = log.count("target unreachable since")
-            wait_until(
+            mh.wait_until(
                 lambda: w.log().count("target unreachable since") > lines_before,
                 timeout=60,
                 what="the stream blocked again",
@@ -124,18 +109,18 @@ def test_target_outage_longer_than_the_message_timeout(kafka, tmp_path, workers)
             tgt.resume()
     assert "stopped during a target outage" in w.log()
     later = traffic2.sent
-    after_stop = committed(src, "mirror", "later", 2)
-    on_target_below(later, read_all(tgt, ["later"], 0, timeout=60, settle=3), after_stop)
+    after_stop = mh.committed(src, "mirror", "later", 2)
+    on_target_below(later, mh.read_all(tgt, ["later"], 0, timeout=60, settle=3), after_stop)
     assert sum(after_stop.values()) < len(later)  # what was read during the outage was not committed
 
     # --- 3. a restart mirrors what the stop left unacknowledged: nothing lost
-    w2 = Worker(tmp_path, args, name="restarted")
+    w2 = mh.Worker(tmp_path, args, name="restarted")
     workers.append(w2)
     w2.wait_for("assigned")
-    assert_mirrored(later, read_all(tgt, ["later"], len(later), timeout=120))
-    assert_mirrored(sent, read_all(tgt, ["live"], len(sent), timeout=60))
-    wait_until(
-        lambda: sum(committed(src, "mirror", "later", 2).values()) == len(later),
+    mh.assert_mirrored(later, mh.read_all(tgt, ["later"], len(later), timeout=120))
+    mh.assert_mirrored(sent, mh.read_all(tgt, ["live"], len(sent), timeout=60))
+    mh.wait_until(
+        lambda: sum(mh.committed(src, "mirror", "later", 2).values()) == len(later),
         timeout=60,
         what="commits after the restart",
     )
@@ -149,10 +134,10 @@ def test_stop_while_blocked_on_a_full_queue_then_target_back_commits_only_what_i
     the target back within the shutdown time: what was handed over is flushed and committed, nothing past
     the first record never handed over; a restart mirrors the rest."""
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "burst", 2)
-    files = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    mh.create_topic(src, "burst", 2)
+    files = (mh.consumer_file(tmp_path, src), mh.producer_file(tmp_path, tgt))
     # A tiny queue and no commit point during the test: the stream blocks waiting for room.
-    args = run_args(
+    args = mh.run_args(
         *files,
         "--whitelist",
         "burst",
@@ -163,13 +148,13 @@ def test_stop_while_blocked_on_a_full_queue_then_target_back_commits_only_what_i
         "--offset.commit.interval.ms",
         "600000",
     )
-    w = Worker(tmp_path, args)
+    w = mh.Worker(tmp_path, args)
     workers.append(w)
     w.wait_for("assigned")
     tgt.pause()
     try:
-        records = make_records("burst", 2, 1500)
-        produce(src, records)
+        records = mh.make_records("burst", 2, 1500)
+        mh.produce(src, records)
         w.wait_for("target unreachable since", timeout=60)
         w.proc.send_signal(signal.SIGTERM)
         w.wait_for("SIGTERM received")
@@ -182,12 +167,12 @@ def test_stop_while_blocked_on_a_full_queue_then_target_back_commits_only_what_i
     assert w.stop() == 0
     assert "stopped cleanly" in w.log()
     # A partition never read has no committed offset (negative); one read has at most what was handed over.
-    after_stop = {p: max(0, o) for p, o in committed(src, "mirror", "burst", 2).items()}
+    after_stop = {p: max(0, o) for p, o in mh.committed(src, "mirror", "burst", 2).items()}
     assert 0 < sum(after_stop.values()) < len(records), after_stop
-    on_target_below(records, read_all(tgt, ["burst"], 0, timeout=60, settle=3), after_stop)
+    on_target_below(records, mh.read_all(tgt, ["burst"], 0, timeout=60, settle=3), after_stop)
 
-    w2 = Worker(tmp_path, args, name="restarted")
+    w2 = mh.Worker(tmp_path, args, name="restarted")
     workers.append(w2)
-    assert_mirrored(records, read_all(tgt, ["burst"], len(records), timeout=120))
+    mh.assert_mirrored(records, mh.read_all(tgt, ["burst"], len(records), timeout=120))
     assert w2.stop() == 0
-    assert committed(src, "mirror", "burst", 2) == {0: 1500, 1: 1500}
+    assert mh.committed(src, "mirror", "burst", 2) == {0: 1500, 1: 1500}

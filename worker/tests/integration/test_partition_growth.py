@@ -12,22 +12,9 @@ import signal
 import threading
 import time
 
+import mirror_harness as mh
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
-from mirror_harness import (
-    Worker,
-    assert_mirrored,
-    by_partition,
-    committed,
-    consumer_file,
-    create_topic,
-    producer_file,
-    read_all,
-    run_args,
-    topic_partitions,
-    wait_until,
-)
-from test_metrics import scrape
 
 from kmirror.testing.kafka import KafkaCluster, free_port
 
@@ -109,12 +96,12 @@ def end_offsets(cluster: KafkaCluster, partitions: int) -> dict[int, int]:
 
 def test_partitions_added_to_a_source_topic_while_mirroring_reach_the_target(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, TOPIC, BEFORE)
+    mh.create_topic(src, TOPIC, BEFORE)
     port = free_port()
-    w = Worker(
+    w = mh.Worker(
         tmp_path,
         [
-            *run_args(consumer_file(tmp_path, src), producer_file(tmp_path, tgt)),
+            *mh.run_args(mh.consumer_file(tmp_path, src), mh.producer_file(tmp_path, tgt)),
             "--whitelist",
             TOPIC,
             "--num.streams",
@@ -129,7 +116,7 @@ def test_partitions_added_to_a_source_topic_while_mirroring_reach_the_target(kaf
     traffic = KeyedTraffic(src, TOPIC).start()
     try:
         # Mirroring under way: both partitions on the target already receive records.
-        wait_until(
+        mh.wait_until(
             lambda: sorted(n >= 50 for n in end_offsets(tgt, BEFORE).values()) == [True] * BEFORE,
             timeout=90,
             what="records mirrored into both partitions before the growth",
@@ -139,36 +126,36 @@ def test_partitions_added_to_a_source_topic_while_mirroring_reach_the_target(kaf
         for f in admin.create_partitions([NewPartitions(TOPIC, AFTER)]).values():
             f.result()
         grown_at = time.monotonic()
-        wait_until(
-            lambda: topic_partitions(tgt).get(TOPIC) == AFTER,
+        mh.wait_until(
+            lambda: mh.topic_partitions(tgt).get(TOPIC) == AFTER,
             timeout=REFRESH_MS / 1000 + REFRESH_WORK_S,
             what=f"the destination topic to grow to {AFTER} partitions within the refresh interval",
         )
         growth_s = time.monotonic() - grown_at
         # The producer goes on writing, now into the new partitions too.
-        wait_until(
+        mh.wait_until(
             lambda: traffic.partitions_written() == set(range(AFTER)),
             timeout=30,
             what="the producer writing into the added partitions",
         )
         settle = len(traffic.delivered) + 200
-        wait_until(lambda: len(traffic.delivered) >= settle, what="traffic after the growth")
+        mh.wait_until(lambda: len(traffic.delivered) >= settle, what="traffic after the growth")
     finally:
         traffic.stop()
     assert not traffic.errors, traffic.errors[:3]
     assert len(traffic.delivered) == traffic.sent
 
-    source = read_all(src, [TOPIC], traffic.sent)
+    source = mh.read_all(src, [TOPIC], traffic.sent)
     assert len(source) == traffic.sent
-    per_partition = by_partition(source)
+    per_partition = mh.by_partition(source)
     assert all(len(per_partition[(TOPIC, p)]) > 0 for p in range(AFTER)), {
         tp: len(rs) for tp, rs in per_partition.items()
     }
-    target = read_all(tgt, [TOPIC], len(source))
-    assert topic_partitions(tgt)[TOPIC] == AFTER
+    target = mh.read_all(tgt, [TOPIC], len(source))
+    assert mh.topic_partitions(tgt)[TOPIC] == AFTER
     # Same partition number, same order, same key/value/headers (the null header value too)/timestamp,
     # nothing missing, nothing twice.
-    assert_mirrored(source, target, exact=True)
+    mh.assert_mirrored(source, target, exact=True)
     assert all(r.headers[1] == ("trace", None) for r in target)
 
     log = w.log()
@@ -176,9 +163,11 @@ def test_partitions_added_to_a_source_topic_while_mirroring_reach_the_target(kaf
     assert "placed by key hash" not in log
     # Every partition, the added ones too, committed up to its end.
     ends = {p: len(per_partition[(TOPIC, p)]) for p in range(AFTER)}
-    wait_until(lambda: committed(src, "mirror", TOPIC, AFTER) == ends, what="offsets committed to the end")
+    mh.wait_until(
+        lambda: mh.committed(src, "mirror", TOPIC, AFTER) == ends, what="offsets committed to the end"
+    )
     # No topic short of partitions on the target: the gauge has no series (or 0).
-    mismatch = {k: v for k, v in scrape(port).items() if k[0] == "kmirror_topic_partition_mismatch"}
+    mismatch = {k: v for k, v in mh.scrape(port).items() if k[0] == "kmirror_topic_partition_mismatch"}
     assert all(v == 0 for v in mismatch.values()), mismatch
     assert w.stop(signal.SIGTERM) == 0
     print(f"destination grew {growth_s:.2f} s after the source; {len(source)} records mirrored")

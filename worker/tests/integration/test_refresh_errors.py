@@ -11,17 +11,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from mirror_harness import (
-    Worker,
-    assert_mirrored,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-)
+import mirror_harness as mh
 
 from kmirror.testing.kafka import KafkaCluster
 
@@ -31,32 +21,22 @@ def test_a_refresh_that_times_out_is_retried_not_fatal(
 ) -> None:
     src, tgt = kafka["source"], kafka["target"]
     first, later = "refresh.first", "refresh.later"
-    create_topic(src, first, 2)
-    records = make_records(first, 2, 20)
-    produce(src, records)
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src, "g-refresh"),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            r"refresh\..*",
-            "--num.streams",
-            "1",
-        ),
-    )
+    mh.create_topic(src, first, 2)
+    records = mh.make_records(first, 2, 20)
+    mh.produce(src, records)
+    w = mh.mirror_worker(tmp_path, src, tgt, r"refresh\..*", 1, group="g-refresh")
     try:
-        assert_mirrored(records, read_all(tgt, [first], len(records), timeout=90))
+        mh.assert_mirrored(records, mh.read_all(tgt, [first], len(records), timeout=90))
         tgt.pause()
         try:
-            create_topic(src, later, 2)
-            more = make_records(later, 2, 20)
-            produce(src, more)
+            mh.create_topic(src, later, 2)
+            more = mh.make_records(later, 2, 20)
+            mh.produce(src, more)
             w.wait_for("topic refresh failed", timeout=120)
             assert w.proc.poll() is None, w.log()
         finally:
             tgt.resume()
-        assert_mirrored(more, read_all(tgt, [later], len(more), timeout=120))
+        mh.assert_mirrored(more, mh.read_all(tgt, [later], len(more), timeout=120))
         assert w.proc.poll() is None, w.log()
     finally:
         rc = w.stop(signal.SIGTERM)

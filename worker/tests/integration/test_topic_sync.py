@@ -20,6 +20,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import mirror_harness as mh
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
@@ -33,23 +34,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from mirror_harness import (
-    Rec,
-    Worker,
-    assert_mirrored,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-    topic_partitions,
-    wait_until,
-    write,
-)
 from test_acls_enforced import ADMIN, ADMIN_PASS, TGT_PASS, TGT_USER, admin_conf, run_module
-from test_metrics import scrape
 from test_mirror import java_partition
 from tls_fixtures import scram_jaas
 
@@ -109,7 +94,7 @@ def alter(cluster: KafkaCluster, topic: str, set_: dict[str, str], delete: tuple
 
 def test_source_config_changes_reach_the_target_while_mirroring(different_defaults, tmp_path, workers):
     src, tgt = different_defaults["source"], different_defaults["target"]
-    create_topic(
+    mh.create_topic(
         src,
         "synced",
         2,
@@ -118,23 +103,11 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
     # Inherited on the source: its brokers' segment.ms, Kafka's max.message.bytes, ...
     inherited = described(src, "synced")
     assert inherited["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
-    first = make_records("synced", 2, 20)
-    produce(src, first)
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "synced",
-            "--num.streams",
-            "1",
-            "--topic.refresh.interval.ms",
-            "500",
-        ),
-    )
+    first = mh.make_records("synced", 2, 20)
+    mh.produce(src, first)
+    w = mh.mirror_worker(tmp_path, src, tgt, "synced", 1, "--topic.refresh.interval.ms", "500")
     workers.append(w)
-    read_all(tgt, ["synced"], len(first))
+    mh.read_all(tgt, ["synced"], len(first))
     # Created with what is set on the source topic, nothing inherited; not the source cluster's durability.
     assert overrides(tgt, "synced") == {"retention.ms": "86400000", "segment.ms": "3600000"}
     # A setting the target's operator made for this cluster (a kind never copied): kmirror never touches it.
@@ -149,7 +122,7 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
         "max.message.bytes": "2000000",
         "unclean.leader.election.enable": "true",
     }
-    wait_until(
+    mh.wait_until(
         lambda: overrides(tgt, "synced") == want,
         timeout=15,
         what=f"the target topic's overrides to become {want}",
@@ -163,9 +136,9 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
     ) in w.log()
 
     # Mirroring went on through the change, and a refresh with nothing changed alters nothing.
-    more = make_records("synced", 2, 20, start=20)
-    produce(src, more)
-    assert_mirrored(first + more, read_all(tgt, ["synced"], len(first) + len(more)), exact=True)
+    more = mh.make_records("synced", 2, 20, start=20)
+    mh.produce(src, more)
+    mh.assert_mirrored(first + more, mh.read_all(tgt, ["synced"], len(first) + len(more)), exact=True)
     assert w.log().count("follows the source") == 1
     assert w.stop(signal.SIGTERM) == 0
 
@@ -199,24 +172,24 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
     for f in admin.create_acls([deny]).values():
         f.result(10)
 
-    create_topic(src, "keyed", 4)
-    create_topic(tgt, "keyed", 2)  # made with 2 before the source grew to 4
+    mh.create_topic(src, "keyed", 4)
+    mh.create_topic(tgt, "keyed", 2)  # made with 2 before the source grew to 4
     keys = [b"customer-%d" % (i % 13) for i in range(200)]
     records = [
-        Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
+        mh.Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
         for i, k in enumerate(keys)
     ]
-    produce(src, records[:100])
+    mh.produce(src, records[:100])
     port = free_port()
-    consumer = consumer_file(tmp_path, src, name="east.properties")
-    producer = write(
+    consumer = mh.consumer_file(tmp_path, src, name="east.properties")
+    producer = mh.write(
         tmp_path / "producer.properties",
         f"bootstrap.servers={tgt.listener('SASL_PLAINTEXT')}\nsecurity.protocol=SASL_PLAINTEXT\n"
         f"sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={scram_jaas(TGT_USER, TGT_PASS)}\n",
     )
-    w = Worker(
+    w = mh.Worker(
         tmp_path,
-        run_args(
+        mh.run_args(
             consumer,
             producer,
             "--whitelist",
@@ -237,16 +210,18 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
 
     def exposed() -> bool:
         return (
-            scrape(port).get(("kmirror_topic_partition_mismatch", (("source", "east"), ("topic", "keyed"))))
+            mh.scrape(port).get(
+                ("kmirror_topic_partition_mismatch", (("source", "east"), ("topic", "keyed")))
+            )
             == 2
         )
 
-    wait_until(exposed, timeout=30, what="kmirror_topic_partition_mismatch{source=east,topic=keyed} == 2")
+    mh.wait_until(exposed, timeout=30, what="kmirror_topic_partition_mismatch{source=east,topic=keyed} == 2")
 
-    produce(src, records[100:])  # while it runs, retrying the partitions at every refresh
-    target = read_all(tgt, ["keyed"], len(records))
+    mh.produce(src, records[100:])  # while it runs, retrying the partitions at every refresh
+    target = mh.read_all(tgt, ["keyed"], len(records))
     assert sorted(r.value for r in target) == sorted(r.value for r in records)  # nothing lost, no duplicate
-    assert topic_partitions(tgt)["keyed"] == 2
+    assert mh.topic_partitions(tgt)["keyed"] == 2
     for r in target:
         assert r.partition == java_partition(r.key, 2), r
     for key in set(keys):
@@ -258,8 +233,8 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
 
 def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "frozen", 1, {"retention.ms": "1000000"})
-    create_topic(tgt, "frozen", 1)
+    mh.create_topic(src, "frozen", 1, {"retention.ms": "1000000"})
+    mh.create_topic(tgt, "frozen", 1)
     caplog.set_level(logging.INFO, logger="kmirror.mirror.topics")
     sync = topics.ConfigSync(
         AdminClient({"bootstrap.servers": src.bootstrap}),
@@ -271,14 +246,14 @@ def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
         assert sync.run(["frozen"]) is True  # started, and returned ...
         assert sync.busy  # ... while its describe waits on the frozen source (it cannot be answered)
         assert sync.run(["frozen"]) is False  # one at a time: this refresh starts none
-        wait_until(
+        mh.wait_until(
             lambda: "topic frozen: could not describe the source topic's configs" in caplog.text,
             timeout=60,
             what="the sync's own timeout, logged",
         )
     finally:
         src.resume()
-    wait_until(lambda: not sync.busy, timeout=30, what="the first sync to end")
+    mh.wait_until(lambda: not sync.busy, timeout=30, what="the first sync to end")
     assert overrides(tgt, "frozen") == {}
 
     def in_step() -> bool:
@@ -289,5 +264,5 @@ def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
         sync.run(["frozen"])  # as the next topic refreshes do
         return False
 
-    wait_until(in_step, timeout=60, what="a later refresh's sync to bring the target in step")
+    mh.wait_until(in_step, timeout=60, what="a later refresh's sync to bring the target in step")
     assert "destination topic frozen follows the source: retention.ms=1000000" in caplog.text
