@@ -12,7 +12,7 @@ a wrong Kerberos keytab: a service manager does not restart it).
 A request refused for lack of an ACL is the same kind of stop (:mod:`kmirror.authorization`): the
 producers' fatal CLUSTER_AUTHORIZATION_FAILED (their idempotence refused) comes through ``error_cb`` too,
 the consumer's, the admin requests' and the deliveries' refusals are turned into the one line where the
-stream meets them (:meth:`Authentication._refusal`).
+stream meets them (:meth:`Access.refusal`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from kmirror.authorization import (
     refused,
 )
 from kmirror.errors import ConfigError, one_line
-from kmirror.mirror.state import StreamState
+from kmirror.mirror.clients import Clients
+from kmirror.mirror.spec import StreamSpec
 
 
 class AuthenticationFailed(ConfigError):
@@ -83,7 +84,7 @@ class _Answer:
 class WatchedAdmin:
     """The admin client of the destination config sync (:class:`kmirror.mirror.topics.ConfigSync`), which
     logs a refused describe or alter and asks again at the next refresh: the first answer refused for lack
-    of an ACL is noted here, and the stream stops on it (:meth:`Authentication._raise_if_config_refused`)."""
+    of an ACL is noted here, and the stream stops on it (:meth:`Access.raise_if_config_refused`)."""
 
     def __init__(self, admin: AdminClient, side: str) -> None:
         self.admin, self.side = admin, side
@@ -113,35 +114,42 @@ class WatchedAdmin:
         return {res: _Answer(fut, note(res.name)) for res, fut in futures.items()}
 
 
-class Authentication(StreamState):
-    """Mixin of :class:`kmirror.mirror.engine.Stream`: remembers the first refused login of its consumer
-    (source) or producers (target) and turns it into :class:`AuthenticationFailed`."""
+class Access:
+    """A stream's refused logins and missing ACLs: remembers the first refused login of its consumer
+    (source) or producers (target), and the first request refused for lack of an ACL, and turns them into
+    the one-line stop (:class:`AuthenticationFailed`, :class:`kmirror.authorization.AuthorizationFailed`).
 
-    _auth_failure: tuple[str, str] | None = None
-    _refused: Refusal | None = None  # the first request a cluster refused for lack of an ACL
+    ``a_topic`` names a mirrored topic for a grant the producers need (they write them all)."""
 
-    def _auth_error_cb(self, side: str) -> Callable[[KafkaError], None]:
+    def __init__(self, spec: StreamSpec, clients: Clients, a_topic: Callable[[], str]) -> None:
+        self.spec = spec
+        self.clients = clients
+        self.a_topic = a_topic
+        self.auth_failure: tuple[str, str] | None = None
+        self.refused: Refusal | None = None  # the first request a cluster refused for lack of an ACL
+
+    def failed(self) -> bool:
+        """A refused login or request was seen (the loop then stops with its line)."""
+        return self.auth_failure is not None or self.refused is not None
+
+    def error_cb(self, side: str) -> Callable[[KafkaError], None]:
         def seen(err: KafkaError) -> None:
-            if err.code() == KafkaError._AUTHENTICATION and self._auth_failure is None:
-                self._auth_failure = (side, one_line(err.str()))
-            elif authorization_error(err) is not None and self._refused is None:
+            if err.code() == KafkaError._AUTHENTICATION and self.auth_failure is None:
+                self.auth_failure = (side, one_line(err.str()))
+            elif authorization_error(err) is not None and self.refused is None:
                 if side == "source":
-                    self._refused = consumer_refusal(err, self._cluster(side), self.spec.consumer, None)
+                    self.refused = consumer_refusal(err, self.cluster(side), self.spec.consumer, None)
                 else:
-                    self._refused = producer_refusal(
-                        err, self._cluster(side), self.spec.producer, self._a_topic()
+                    self.refused = producer_refusal(
+                        err, self.cluster(side), self.spec.producer, self.a_topic()
                     )
 
         return seen
 
-    def _cluster(self, side: str) -> str:
+    def cluster(self, side: str) -> str:
         return f"source cluster {self.spec.source}" if side == "source" else "target cluster"
 
-    def _a_topic(self) -> str:
-        """A mirrored topic to name in a grant (the producers write them all)."""
-        return min(self._selected, default=self.spec.topic_filter.include or "?")
-
-    def _refusal(
+    def refusal(
         self, exc: BaseException | KafkaError | None, side: str, operation: str, resource: str, note: str = ""
     ) -> AuthorizationFailed | None:
         """The stop for ``exc`` when it is an authorization error of a request for ``operation`` on
@@ -150,49 +158,43 @@ class Authentication(StreamState):
         if err is None:
             return None
         conf = self.spec.consumer if side == "source" else self.spec.producer
-        return refused(err, self._cluster(side), conf, operation, resource, note=note).error(self.spec.label)
+        return refused(err, self.cluster(side), conf, operation, resource, note=note).error(self.spec.label)
 
-    def _raise_if_config_refused(self, *admins: WatchedAdmin) -> None:
+    def raise_if_config_refused(self, *admins: WatchedAdmin) -> None:
         """The config sync's first request refused for lack of an ACL: the stop."""
         for admin in admins:
             if admin.refused is not None:
                 operation, topic, err = admin.refused
                 note = "the destination topic's configs follow the source's"
-                raise self._refusal(err, admin.side, operation, topic, note) or KafkaException(err)
+                raise self.refusal(err, admin.side, operation, topic, note) or KafkaException(err)
 
-    def _raise_if_refused(self, exc: BaseException) -> None:
+    def raise_if_refused(self, exc: BaseException) -> None:
         """A fatal authorization error a client raised: the producers' (their idempotence refused by
         InitProducerId, raised by their poll; a consumer's fatal errors are fencing, never authorization)."""
         err = authorization_error(exc)
         if err is not None and err.fatal():
-            target = producer_refusal(err, self._cluster("target"), self.spec.producer, self._a_topic())
+            target = producer_refusal(err, self.cluster("target"), self.spec.producer, self.a_topic())
             raise target.error(self.spec.label) from None
 
-    def _consumer_refusal(self, err: KafkaError, topic: str | None) -> AuthorizationFailed | None:
+    def consumer_refusal(self, err: KafkaError, topic: str | None) -> AuthorizationFailed | None:
         """The stop for an error the consumer reported (poll, commit), when it is an authorization error."""
         if authorization_error(err) is None:
             return None
-        return consumer_refusal(err, self._cluster("source"), self.spec.consumer, topic).error(
-            self.spec.label
-        )
+        return consumer_refusal(err, self.cluster("source"), self.spec.consumer, topic).error(self.spec.label)
 
-    def _raise_if_unauthenticated(self, serve: bool = False) -> None:
+    def raise_if_unauthenticated(self, serve: bool = False) -> None:
         """``serve``: first serve the clients' pending events (after a request failed, the error that
         explains it may still be queued). Nothing the consumer returns here is stored or committed: the
         stream is stopping."""
-        if serve and self._auth_failure is None and self._refused is None:
-            for p in self.producers:
-                p.poll(0)
-            if self.consumer is not None:
-                self.consumer.poll(0)
-        if self._auth_failure is None:
-            if self._refused is not None:
-                raise self._refused.error(self.spec.label)
+        if serve and not self.failed():
+            self.clients.serve()
+        if self.auth_failure is None:
+            if self.refused is not None:
+                raise self.refused.error(self.spec.label)
             return
-        side, reason = self._auth_failure
+        side, reason = self.auth_failure
         spec = self.spec
         conf, file = (spec.consumer, "consumer") if side == "source" else (spec.producer, "producer")
-        cluster = f"source cluster {spec.source}" if side == "source" else "target cluster"
         if conf.get("security.protocol", "").upper().startswith("SASL"):
             fix = (
                 f"check the user and password (sasl.jaas.config) of the {file} file: user "
@@ -203,6 +205,6 @@ class Authentication(StreamState):
             fix = f"check the client certificate and key of the {file} file"
         raise AuthenticationFailed(
             f"authentication failed: {reason}",
-            origin=f"{spec.label}: {cluster} ({conf.get('bootstrap.servers', '?')})",
+            origin=f"{spec.label}: {self.cluster(side)} ({conf.get('bootstrap.servers', '?')})",
             fix=fix,
         )

@@ -42,22 +42,21 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from kmirror.authorization import authorization_error
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
-from kmirror.failover.offsetsync import SYNC_TOPIC
-from kmirror.failover.writer import SyncWriter
 from kmirror.kafkaio import client_log
 from kmirror.lineage.provenance import Headers, Stamp
-from kmirror.mirror import metrics, topics
-from kmirror.mirror.authfail import Authentication, quiet_repeated_logins
-from kmirror.mirror.failures import SendFailures, TargetNoise, quiet
-from kmirror.mirror.gaps import Gaps, cooperative
-from kmirror.mirror.membership import GroupMembership, Rejoin, session_watch
-from kmirror.mirror.outage import TargetWaits
-from kmirror.mirror.placement import TopicPlacement
+from kmirror.mirror import metrics
+from kmirror.mirror.authfail import Access, quiet_repeated_logins
+from kmirror.mirror.clients import Clients
+from kmirror.mirror.commits import CommitPoints
+from kmirror.mirror.failures import SendFailures, quiet
+from kmirror.mirror.gaps import OffsetResets, cooperative
+from kmirror.mirror.membership import Membership, Rejoin
+from kmirror.mirror.outage import TargetNoise, TargetWaits
+from kmirror.mirror.placement import Placement
 from kmirror.mirror.reach import Reachability
-from kmirror.mirror.repeats import repeats
+from kmirror.mirror.repeats import Repeats, repeats
 from kmirror.mirror.spec import (
     REPORT_INTERVAL_S,
     STATISTICS_INTERVAL_MS,
@@ -71,61 +70,79 @@ __all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
 log = logging.getLogger(__name__)
 
 
-class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachability, Gaps, Authentication):
+class Stream:
+    """One stream: its clients and the parts that own what it knows, each named after what it does
+    (:class:`Access`, :class:`Placement`, :class:`CommitPoints`, :class:`Membership`,
+    :class:`SendFailures`, :class:`TargetWaits`, :class:`OffsetResets`, :class:`Reachability`); the
+    stream holds the loop, the commit points' order and its life from join to stop."""
+
     def __init__(self, spec: StreamSpec, *, report: Callable[[metrics.Snapshot], None] | None = None) -> None:
         self.spec = spec
         self.snap = metrics.Snapshot(spec.source, spec.index)
         self._report = report
         self._producer_stats: dict[int, tuple[int, int]] = {}
         self._stop = False
-        self._failure: Failure | None = None
-        self._selected: dict[str, int] = {}
-        self._hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
-        self._dest: dict[str, str] = {}  # source topic -> destination name (--topic.rename.format only)
-        self._not_back: list[str] = []
-        self._short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
-        self._config_sync: topics.ConfigSync | None = None
-        self._committed: dict[tuple[str, int], int] = {}
         # The first stats line's rate is over the time since the stream started (an empty snapshot of then).
         self._last_stats: metrics.Snapshot | None = metrics.Snapshot(spec.source, spec.index)
-        self.consumer: Consumer | None = None
-        self.producers: list[Producer] = []
-        # Target outages (slow path only): when the stream became blocked (monotonic and wall clock),
-        # records read but never handed to a producer (first offset per partition: never committed past),
-        # records the consumer returned while the stream was blocked (produced once there is room).
-        self._blocked_since: float | None = None
-        self._blocked_wall = 0.0
-        self._unsent_from: dict[tuple[str, int], int] = {}
-        self._held: list[Message] = []
-        self._waiting = False
         self.unacknowledged = 0  # records the target had not acknowledged when the stream stopped
         self.clean = False  # stopped with everything read acknowledged and committed
+        self.clients = clients = Clients()
+        self.access = access = Access(spec, clients, self._a_topic)
+        self.placement = placement = Placement(spec, self.snap, clients, access, self._subscribe)
+        self.points = points = CommitPoints(spec, access)
+        self.membership = membership = Membership(spec, clients, placement, points, self._commit_positions)
+        self.failures = failures = SendFailures(spec, self.snap, clients, access, self.request_stop)
+        self.waits = TargetWaits(
+            spec,
+            clients,
+            failures,
+            stopping=self._stopping,
+            report=self._report_now,
+            consumer_error=self._consumer_error,
+        )
+        self.resets = OffsetResets(spec, self.snap, clients, membership, points)
+        self.reach = Reachability(spec, clients, access, self._stopping)
         self._target_log = client_log("producer")
         self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
-        self._target_log.addFilter(TargetNoise(self))
+        self._target_log.addFilter(TargetNoise(self.waits))
         quiet_repeated_logins(self._target_log)
-        # Group membership: the partitions this stream owns now, and since when it has owned none.
-        self._assigned: set[tuple[str, int]] = set()
-        self._unassigned_since = time.monotonic()
-        self._stuck_checked = 0.0
-        self._stuck_warned = False
-        self.on_rebalanced: Callable[[], None] | None = None  # told after each assignment (the runner)
-        self._offset_syncs: SyncWriter | None = None
-        # --groups: the records read of each partition since its run began (kmirror.failover.offsetsync).
-        self._read_counts: dict[tuple[str, int], int] | None = {} if spec.offset_syncs else None
+        self._source_repeats: Repeats | None = None
         # --provenance.header.enable: the origin header each copy carries (kmirror.lineage.provenance).
         self._stamp: Stamp | None = None
+
+    @property
+    def on_rebalanced(self) -> Callable[[], None] | None:
+        """Told after each assignment (the runner)."""
+        return self.membership.on_rebalanced
+
+    @on_rebalanced.setter
+    def on_rebalanced(self, told: Callable[[], None] | None) -> None:
+        self.membership.on_rebalanced = told
+
+    def _stopping(self) -> bool:
+        return self._stop
+
+    def _report_now(self) -> None:
+        if self._report is not None:
+            self._report(self.snapshot())
+
+    def _subscribe(self, consumer: Consumer, topics: list[str]) -> None:
+        self.membership.subscribe(consumer, topics)
+
+    def _a_topic(self) -> str:
+        return self.placement.a_topic()
 
     # ------------------------------------------------------------------ lifecycle
 
     def request_stop(self) -> None:
         self._stop = True
 
-    def run(self) -> None:  # noqa: PLR0912, PLR0915 - a stream's life in order: join, start, loop, finish
+    def run(self) -> None:
         """Mirror until stopped; raise SendFailure (nothing committed past it) or another KmirrorError."""
         spec = self.spec
+        clients = self.clients
         self._join()
-        self.producers = []
+        clients.producers = []
         queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
         shares = queue_shares(queue_size, spec.num_producers)
         kbytes = spec.producer.get("queue.buffering.max.kbytes")
@@ -134,39 +151,25 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             producer_conf["queue.buffering.max.messages"] = share
             if kbytes is not None:  # buffer.memory: per stream too (Java's producer holds it once)
                 producer_conf["queue.buffering.max.kbytes"] = max(1, int(kbytes) // len(shares))
-            producer_conf["on_delivery"] = self._delivery_failed
+            producer_conf["on_delivery"] = self.failures.delivery_failed
             producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
             producer_conf["stats_cb"] = self._producer_statistics(i)
-            producer_conf["error_cb"] = self._auth_error_cb("target")
-            self.producers.append(Producer(producer_conf, logger=self._target_log))
-        self._source_admin = AdminClient({**admin_settings(spec.consumer), "logger": quiet})
-        self._target_admin = AdminClient({**admin_settings(spec.producer), "logger": quiet})
-        if spec.offset_syncs:
-            mirror = spec.consumer["group.id"]
-            try:
-                self._offset_syncs = SyncWriter(
-                    spec.label, mirror, spec.producer, spec.replication_factor, spec.consumer
-                )
-            except KafkaException as exc:
-                # Made when missing: CREATE, else DESCRIBE (the metadata that finds it) on the sync topic.
-                raise (
-                    self._refusal(
-                        exc,
-                        "target",
-                        "CREATE",
-                        SYNC_TOPIC,
-                        "kmirror run --groups writes its sync points there",
-                    )
-                    or exc
-                ) from None
+            producer_conf["error_cb"] = self.access.error_cb("target")
+            clients.producers.append(Producer(producer_conf, logger=self._target_log))
+        clients.started(
+            AdminClient({**admin_settings(spec.consumer), "logger": quiet}),
+            AdminClient({**admin_settings(spec.producer), "logger": quiet}),
+        )
+        self.points.open()
         clean = False
         try:
             try:
-                self._wait_until_reachable()
+                assert self._source_repeats is not None
+                self.reach.wait(self._source_repeats, self._target_repeats)
                 if spec.provenance and not self._stop:
                     self._stamp = self._provenance()
                 if not self._stop:
-                    self._refresh_topics()
+                    self.placement.refresh()
                 while not self._stop:
                     try:
                         self._loop()
@@ -174,28 +177,28 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                     except Rejoin as exc:
                         self._rejoin(exc)
             except (KafkaException, KmirrorError) as exc:
-                self._raise_if_unauthenticated(serve=True)  # the cause, when a login was refused
-                self._raise_if_refused(exc)
+                self.access.raise_if_unauthenticated(serve=True)  # the cause, when a login was refused
+                self.access.raise_if_refused(exc)
                 raise
             clean = self._drain(spec.shutdown_timeout_s)
+            failure = self.failures.failure
             if clean:
                 self._commit_positions(None)
-            elif self._failure is not None:
+            elif failure is not None:
                 # The records handed over before the failed one still go to the target (within the
                 # shutdown timeout): a restart then copies as few of them again as it can.
                 self._deliver_before_stop(spec.shutdown_timeout_s)
-                if self._failure.source_offset is None:
-                    self._failure.source_offset = self._locate(self._failure)
+                if failure.source_offset is None:
+                    failure.source_offset = self.failures.locate(failure, self.placement)
             else:
-                self.unacknowledged = sum(len(p) for p in self.producers)
+                self.unacknowledged = clients.queued()
         finally:
-            if self.consumer is not None:
-                self.consumer.close()
-            for p in self.producers:
+            if clients.consumer is not None:
+                clients.consumer.close()
+            for p in clients.producers:
                 p.flush(0)
-            if self._offset_syncs is not None:
-                self._offset_syncs.close()
-        self._raise_if_failed()
+            self.points.close()
+        self.failures.raise_if_failed()
         self.clean = clean
         if not clean:
             # A stop during a target outage: exit 0 (the operator asked for it), commit nothing past
@@ -210,7 +213,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
     def _provenance(self) -> Stamp:
         """The origin stamp of this source and target, from their cluster ids."""
         ids = []
-        for side, admin in (("source", self._source_admin), ("target", self._target_admin)):
+        for side, admin in (("source", self.clients.source_admin), ("target", self.clients.target_admin)):
             cluster_id = admin.list_topics(timeout=30).cluster_id
             if not cluster_id:
                 raise KmirrorError(
@@ -232,7 +235,7 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         consumer_conf: dict[str, Any] = client_conf(spec.consumer)
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
         consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
-        consumer_conf["error_cb"] = self._auth_error_cb("source")
+        consumer_conf["error_cb"] = self.access.error_cb("source")
         # Every offset reset comes to the stream, which knows whether it is a gap (kmirror.mirror.gaps).
         # It fetches a partition again with incremental_assign: cooperative-sticky only (the default).
         if cooperative(spec.consumer):
@@ -240,9 +243,8 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         source_log = client_log("consumer")
         self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
         quiet_repeated_logins(source_log)
-        self._session = session_watch(source_log)
-        self._session.timed_out_at = None
-        self.consumer = Consumer(consumer_conf, logger=source_log)
+        self.membership.joined(source_log)
+        self.clients.consumer = Consumer(consumer_conf, logger=source_log)
         instance = spec.consumer.get("group.instance.id")
         log.info(
             "%s: member of group %s (%s)",
@@ -271,38 +273,42 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             exc,
         )
         self._deliver_before_stop(spec.shutdown_timeout_s)
-        lost = [TopicPartition(t, p) for t, p in sorted(self._assigned)]
-        self._release(lost)
-        self._unsent_from.clear()
-        self._held.clear()
-        old, self.consumer = self.consumer, None
-        assert old is not None
+        self.membership.release_all()
+        self.waits.forget()
+        old, self.clients.consumer = self.clients.the_consumer(), None
         try:
             old.close()
         except (KafkaException, RuntimeError) as close_error:  # it is fatal already: nothing to keep
             log.debug("%s: closing the fenced consumer: %s", spec.label, close_error)
-        self._selected = {}  # the new consumer subscribes at its first refresh
+        self.placement.forget()  # the new consumer subscribes at its first refresh
         self._join()
-        self._refresh_topics()
+        self.placement.refresh()
 
     def _deliver_before_stop(self, timeout: float) -> None:
         """Serve delivery reports until the producers are empty or ``timeout`` passes (error paths only:
         nothing is committed after this)."""
         deadline = time.monotonic() + timeout
-        for p in self.producers:
+        for p in self.clients.producers:
             p.flush(max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ hot path
 
     def _loop(self) -> None:  # noqa: PLR0912, PLR0915 - the per-record hot loop, one frame (make bench)
         spec = self.spec
-        consumer = self.consumer
-        assert consumer is not None
+        consumer = self.clients.the_consumer()
         consume = consumer.consume
+        producers = self.clients.producers
         # A source partition always goes through the same producer (order); bound methods looked up once.
-        produces = [producer.produce for producer in self.producers]
+        produces = [producer.produce for producer in producers]
         n_producers = len(produces)
-        hashed = self._hashed
+        placement, failures, membership, access, points = (
+            self.placement,
+            self.failures,
+            self.membership,
+            self.access,
+            self.points,
+        )
+        hashed = placement.hashed  # updated in place by the placement
         batch_size = spec.batch_size
         snap = self.snap
         commit_every = spec.commit_interval_ms / 1000
@@ -311,16 +317,16 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         now = time.monotonic()
         next_commit, next_refresh, next_stats = now + commit_every, now + refresh_every, now + stats_every
         next_report = now + REPORT_INTERVAL_S
-        counts = self._read_counts
+        counts = points.read_counts
         stamp = self._stamp
-        dest = None if spec.rename.identity else self._dest
+        dest = None if spec.rename.identity else placement.dest  # updated in place by the placement
         headers: Headers | None
         while not self._stop:
             batch = consume(batch_size, 0.2)
             events = 0  # consumer events among the records (errors, offset resets): not records
             for m in batch:
                 if m.error() is not None:
-                    self._message_error(m)
+                    self._consumer_error(m)
                     events += 1
                     continue
                 t = m.topic()
@@ -344,11 +350,11 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                     )
                 except BufferError:
                     if not self._wait_for_room(m):
-                        self._hold_back(batch, m)
+                        self.waits.hold_back(batch, m)
                         break
                 except KafkaException as exc:
-                    self._produce_refused(m, exc)
-                    if self._failure is not None:
+                    failures.produce_refused(m, exc)
+                    if failures.failure is not None:
                         break
             if batch:
                 snap.records_in += len(batch) - events
@@ -362,44 +368,61 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
                 newest = batch[-1].timestamp()[1]
                 if newest > 0:
                     snap.latency.observe(max(0.0, time.time() - newest / 1000))
-            if self._failure is not None:
+            if failures.failure is not None:
                 return
             now = time.monotonic()
             if now >= next_commit:
                 self._commit_positions(None)
                 next_commit = now + commit_every
             if now >= next_refresh:
-                self._refresh_topics_again()
+                placement.refresh_again()
                 next_refresh = now + refresh_every
             if now >= next_stats:
                 self._log_stats()
                 next_stats = now + stats_every
-            if not self._assigned and now - self._unassigned_since >= spec.unassigned_warn_s:
-                self._check_stuck(now)
+            if not membership.assigned and now - membership.unassigned_since >= spec.unassigned_warn_s:
+                membership.check_stuck(now)
             if self._report is not None and now >= next_report:
                 self._report(self.snapshot())
                 next_report = now + REPORT_INTERVAL_S
-            for p_ in self.producers:
+            for p_ in producers:
                 p_.poll(0)
-            if self._auth_failure is not None or self._refused is not None:
-                self._raise_if_unauthenticated()
-            if self._offset_syncs is not None and self._offset_syncs.refused is not None:
-                raise self._offset_syncs.refused.error(spec.label)
+            if access.failed():
+                access.raise_if_unauthenticated()
+            points.raise_if_refused()
+
+    def _consumer_error(self, m: Message) -> None:
+        """An event the consumer returned instead of a record: an offset reset (:mod:`kmirror.mirror.gaps`),
+        a refusal (stop), a fatal error (fenced: :meth:`Membership.fatal`), or a passing error (logged)."""
+        err = m.error()
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            self.resets.offset_reset(m)
+            return
+        refused = self.access.consumer_refusal(err, m.topic())
+        if refused is not None:  # librdkafka reports it and asks again for ever: it is definitive
+            raise refused
+        # librdkafka reports its fatal error (e.g. fenced) as an event of code _FATAL, not flagged fatal.
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            raise self.membership.fatal(err)
+        log.warning("%s: consumer: %s", self.spec.label, err.str())
 
     def _produce_one(self, m: Message) -> None:
         t, p = m.topic(), m.partition()
-        headers = m.headers() if self._stamp is None else self._stamp(m, t, p)
-        if headers is None and self._stamp is not None:
-            self.snap.skipped_origin = self._stamp.skipped
-            if self._read_counts is not None:  # N counts copies (see _loop)
-                self._read_counts[(t, p)] = self._read_counts.get((t, p), 0) - 1
+        stamp = self._stamp
+        headers = m.headers() if stamp is None else stamp(m, t, p)
+        if headers is None and stamp is not None:
+            self.snap.skipped_origin = stamp.skipped
+            counts = self.points.read_counts
+            if counts is not None:  # N counts copies (see _loop)
+                counts[(t, p)] = counts.get((t, p), 0) - 1
             return  # its origin is the target: not copied back
-        producer = self.producers[p % len(self.producers)]
-        producer.produce(
-            t if self.spec.rename.identity else self._dest[t],
+        producers = self.clients.producers
+        placement = self.placement
+        producers[p % len(producers)].produce(
+            t if self.spec.rename.identity else placement.dest[t],
             m.value(),
             m.key(),
-            -1 if t in self._hashed else p,
+            -1 if t in placement.hashed else p,
             timestamp=max(m.timestamp()[1], 0),
             headers=headers,
         )
@@ -414,94 +437,50 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
             except BufferError:
                 return False
             except KafkaException as exc:
-                self._produce_refused(m, exc)
+                self.failures.produce_refused(m, exc)
             return True
 
-        if not self._wait(fits) or self._failure is not None:
+        if not self.waits.wait(fits) or self.failures.failure is not None:
             return False
         return self._produce_held()
 
-    def _queued(self) -> int:
-        """Records handed to the producers and not yet acknowledged (or failed)."""
-        return sum(len(p) for p in self.producers)
+    def _produce_held(self) -> bool:
+        """Hand over the records the consumer returned while the stream was blocked (rare: a partition
+        assigned during an outage whose first fetch raced its pause)."""
+        held = self.waits.held
+        while held:
+            m = held.pop(0)
+            if not self._wait_for_room(m):
+                self.waits.hold_back([m, *held], m)
+                held.clear()
+                return False
+        return True
 
     # ------------------------------------------------------------------ commit points
 
     def _drain(self, timeout: float | None, rebalance: bool = False) -> bool:
         """Wait until every produced record is acknowledged (or failed). False if time ran out, a record
         failed, or a stop was requested while the target is unreachable."""
-        if self._waiting:  # a rebalance served while waiting for the target: no wait inside the wait
-            return self._failure is None and self._queued() == 0
+        clients, waits, failures = self.clients, self.waits, self.failures
+        if waits.waiting:  # a rebalance served while waiting for the target: no wait inside the wait
+            return failures.failure is None and clients.queued() == 0
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._wait(lambda: self._queued() == 0, deadline, rebalance):
-            if not self._held:
-                return self._failure is None
+        while waits.wait(lambda: clients.queued() == 0, deadline, rebalance):
+            if not waits.held:
+                return failures.failure is None
             if not self._produce_held():
                 return False
         return False
 
     def _commit_positions(self, partitions: list[TopicPartition] | None) -> None:
         """Flush, then commit the consumer's positions (everything before them is on the target)."""
-        consumer = self.consumer
-        assert consumer is not None
+        consumer = self.clients.the_consumer()
         if not self._drain(None, rebalance=partitions is not None):
             return
         self.snap.records_out = self.snap.records_in - self.snap.skipped_origin
         parts = consumer.assignment() if partitions is None else partitions
-        if not parts:
-            return
-        positions = consumer.position(parts)
-        for tp in positions:  # records read but never handed over (a stop during an outage)
-            unsent = self._unsent_from.get((tp.topic, tp.partition))
-            if unsent is not None and (tp.offset < 0 or unsent < tp.offset):
-                tp.offset = unsent
-        todo = [
-            tp
-            for tp in positions
-            if tp.offset >= 0 and self._committed.get((tp.topic, tp.partition)) != tp.offset
-        ]
-        if not todo:
-            return
-        if self._offset_syncs is not None:
-            # Flushed, nothing of these partitions at or past the positions produced: a valid sync point
-            # whether or not the commit below succeeds, so it is written (and acknowledged) first.
-            counts = self._read_counts
-            if counts is not None and self._unsent_from:  # read, never handed over: not before the position
-                counts = {k: v for k, v in counts.items() if k not in self._unsent_from}
-            self._offset_syncs.commit_point(todo, self._committed, self._hashed, counts=counts)
-        if self._offset_syncs is not None and self._offset_syncs.refused is not None:
-            raise self._offset_syncs.refused.error(self.spec.label)  # before the commit it would allow
-        try:
-            consumer.commit(offsets=todo, asynchronous=False)
-        except KafkaException as exc:
-            stop = self._consumer_refusal(exc.args[0], todo[0].topic)
-            if stop is not None:
-                raise stop from None
-            log.warning(
-                "%s: commit failed (%s); the records will be committed at the next commit point or "
-                "mirrored again",
-                self.spec.label,
-                exc.args[0].str(),
-            )
-            return
-        for tp in todo:
-            self._committed[(tp.topic, tp.partition)] = tp.offset
-        self.snap.commits += 1
-
-    def _refresh_topics_again(self) -> None:
-        """A topic refresh while mirroring. A request that failed on the way (a broker that closed the
-        connection, as Kafka does at the end of every SASL session, or one that did not answer in time)
-        is logged and asked again at the next refresh; the records keep flowing meanwhile. A refusal for
-        lack of an ACL and a fatal error stop the stream, as at its start."""
-        try:
-            self._refresh_topics()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not isinstance(err, KafkaError) or err.fatal() or authorization_error(exc) is not None:
-                raise
-            log.warning(
-                "%s: topic refresh failed (%s); asked again at the next refresh", self.spec.label, err.str()
-            )
+        if parts and self.points.commit(consumer, parts, self.placement.hashed, self.waits.unsent_from):
+            self.snap.commits += 1
 
     # ------------------------------------------------------------------ reporting
 
@@ -518,10 +497,11 @@ class Stream(GroupMembership, TopicPlacement, SendFailures, TargetWaits, Reachab
         snap = self.snap
         snap.bytes_out = sum(b for b, _ in self._producer_stats.values())
         snap.queue_depth = sum(d for _, d in self._producer_stats.values())
-        since = self._blocked_since
-        snap.blocked_seconds = 0.0 if since is None else time.monotonic() - since
-        snap.assigned_partitions = len(self._assigned)
-        snap.unassigned_seconds = 0.0 if self._assigned else time.monotonic() - self._unassigned_since
+        since = self.waits.blocked_since
+        now = time.monotonic()
+        snap.blocked_seconds = 0.0 if since is None else now - since
+        snap.assigned_partitions = len(self.membership.assigned)
+        snap.unassigned_seconds = self.membership.unassigned_for(now)
         snap.taken = time.time()
         return copy.deepcopy(snap)
 

@@ -36,9 +36,13 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, Messag
 
 from kmirror.errors import KmirrorError
 from kmirror.failover.offsetsync import Gap
-from kmirror.mirror.state import StreamState
+from kmirror.mirror import metrics
+from kmirror.mirror.clients import Clients
+from kmirror.mirror.commits import CommitPoints
+from kmirror.mirror.membership import Membership
+from kmirror.mirror.spec import StreamSpec
 
-log = logging.getLogger("kmirror.mirror.engine")
+log = logging.getLogger(__name__)
 
 GAP_POLICIES = ("continue", "stop")
 # A truncation librdkafka found by validating the fetch position's leader epoch (KIP-320: the new leader's
@@ -65,14 +69,26 @@ class SourceGap(KmirrorError):
     exit_code = 4
 
 
-class Gaps(StreamState):
-    """Mixin of :class:`kmirror.mirror.engine.Stream`: the consumer's offset resets, decided."""
+class OffsetResets:
+    """A stream's consumer's offset resets, decided (see the module's text)."""
 
-    def _offset_reset(self, m: Message) -> None:
-        consumer = self.consumer
-        assert consumer is not None
+    def __init__(
+        self,
+        spec: StreamSpec,
+        snap: metrics.Snapshot,
+        clients: Clients,
+        membership: Membership,
+        points: CommitPoints,
+    ) -> None:
+        self.spec = spec
+        self.snap = snap
+        self.clients = clients
+        self.membership = membership
+        self.points = points
+
+    def offset_reset(self, m: Message) -> None:
         topic, partition = m.topic() or "", m.partition() or 0
-        if (topic, partition) not in self._assigned:
+        if (topic, partition) not in self.membership.assigned:
             # Revoked between the fetch of this event and now (a rebalance inside the same consume call):
             # the new owner gets its own event; fetching it again here would fail (not assigned).
             log.debug("%s: offset reset of %s[%d], no longer assigned: left to its new owner",
@@ -151,8 +167,7 @@ class Gaps(StreamState):
             "; stopping (--gap.policy stop): nothing committed past the gap" if stop else "",
         )
         self.snap.gaps += 1
-        if self._offset_syncs is not None:  # --groups: on the target, for kmirror failover
-            self._offset_syncs.gap(Gap(topic, partition, first, last, lost, int(time.time() * 1000)))
+        self.points.gap(Gap(topic, partition, first, last, lost, int(time.time() * 1000)))
         if lost:
             self.snap.gap_records[topic] = self.snap.gap_records.get(topic, 0) + count
         if stop:
@@ -166,8 +181,7 @@ class Gaps(StreamState):
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """The partition's log start and end, asked of its leader; asked again for up to
         WATERMARK_PATIENCE_S while the answer is a passing error (a leader moving, metadata behind)."""
-        consumer = self.consumer
-        assert consumer is not None
+        consumer = self.clients.the_consumer()
         deadline = time.monotonic() + WATERMARK_PATIENCE_S
         while True:
             try:
@@ -183,12 +197,9 @@ class Gaps(StreamState):
     def _restart_at(self, topic: str, partition: int, offset: int, *, new_run: bool = True) -> None:
         """Fetch the partition again from ``offset`` (librdkafka keeps a partition whose reset failed
         stopped until it is assigned again: a seek is refused)."""
-        consumer = self.consumer
-        assert consumer is not None
-        if new_run and self._read_counts is not None:  # a new run (kmirror.failover.offsetsync)
-            self._read_counts[(topic, partition)] = 0
-        if new_run and self._offset_syncs is not None:
-            self._offset_syncs.continued_after_gap(topic, partition)
+        consumer = self.clients.the_consumer()
+        if new_run:  # a new run (kmirror.failover.offsetsync)
+            self.points.new_run(topic, partition)
         start = TopicPartition(topic, partition, offset)  # an offset, OFFSET_BEGINNING or OFFSET_END
         consumer.incremental_unassign([TopicPartition(topic, partition)])
         consumer.incremental_assign([start])

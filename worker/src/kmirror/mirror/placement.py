@@ -4,37 +4,84 @@ route by key hash when the target has fewer partitions, keep destination configs
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import cast
 
 from confluent_kafka import (
     Consumer,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
-from kmirror.mirror import topics
-from kmirror.mirror.authfail import WatchedAdmin
+from kmirror.authorization import authorization_error
+from kmirror.mirror import metrics, topics
+from kmirror.mirror.authfail import Access, WatchedAdmin
+from kmirror.mirror.clients import Clients
 from kmirror.mirror.heartbeats import heartbeat_topic, is_heartbeat_topic
-from kmirror.mirror.state import StreamState
+from kmirror.mirror.spec import StreamSpec
 
-log = logging.getLogger("kmirror.mirror.engine")
+log = logging.getLogger(__name__)
 
 
-class TopicPlacement(StreamState):
-    """Mixin of :class:`kmirror.mirror.engine.Stream`: where each source topic's records go."""
+class Placement:
+    """Where a stream's source topics' records go: the topics it mirrors (partition count per topic), those
+    that go by key hash because the target has fewer partitions (and why), the destination names
+    (``--topic.rename.format``) and the destination config sync. The engine's loop holds :attr:`hashed`
+    and :attr:`dest`, which are updated in place."""
 
-    # ------------------------------------------------------------------ topics
+    def __init__(
+        self,
+        spec: StreamSpec,
+        snap: metrics.Snapshot,
+        clients: Clients,
+        access: Access,
+        subscribe: Callable[[Consumer, list[str]], None],
+    ) -> None:
+        self.spec = spec
+        self.snap = snap
+        self.clients = clients
+        self.access = access
+        self.subscribe = subscribe  # the group membership's subscription, with its rebalance callbacks
+        self.selected: dict[str, int] = {}
+        self.hashed: set[str] = set()  # topics routed by key hash (target has fewer partitions)
+        self.dest: dict[str, str] = {}  # source topic -> destination name (--topic.rename.format only)
+        self.not_back: list[str] = []  # source topics that are renamed copies of the target's (not mirrored)
+        self.short: dict[str, tuple[int, int, str]] = {}  # those topics: (source, target partitions, why)
+        self.config_sync: topics.ConfigSync | None = None
+        self.config_admins: tuple[WatchedAdmin, WatchedAdmin] | None = None  # the config sync's, watched
 
-    def _refresh_topics(self) -> None:
+    def a_topic(self) -> str:
+        """A mirrored topic to name in a grant (the producers write them all)."""
+        return min(self.selected, default=self.spec.topic_filter.include or "?")
+
+    def forget(self) -> None:
+        """A new consumer subscribes at its next refresh (the stream joined its group again)."""
+        self.selected = {}
+
+    def refresh_again(self) -> None:
+        """A topic refresh while mirroring. A request that failed on the way (a broker that closed the
+        connection, as Kafka does at the end of every SASL session, or one that did not answer in time)
+        is logged and asked again at the next refresh; the records keep flowing meanwhile. A refusal for
+        lack of an ACL and a fatal error stop the stream, as at its start."""
+        try:
+            self.refresh()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not isinstance(err, KafkaError) or err.fatal() or authorization_error(exc) is not None:
+                raise
+            log.warning(
+                "%s: topic refresh failed (%s); asked again at the next refresh", self.spec.label, err.str()
+            )
+
+    def refresh(self) -> None:
         """Pick up new, removed or grown source topics; create missing destination topics first, add the
         partitions a source topic gained, and keep destination topic configs equal to the source's.
 
         Cheap when nothing changed: one metadata request and one describe-configs request on the source;
         the target is asked only about what changed (or about topics still short of partitions)."""
-        consumer = self.consumer
-        assert consumer is not None
-        md = consumer.list_topics(timeout=10)
+        md = self.clients.the_consumer().list_topics(timeout=10)
         source = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         own_beats = heartbeat_topic(self.spec.source) if self.spec.heartbeats else None
         selected = {
@@ -44,7 +91,7 @@ class TopicPlacement(StreamState):
         }
         back = sorted(t for t in selected if self.spec.rename.came_from_target(t))
         if back:  # renamed copies of the target's own topics: mirroring them would copy them back
-            if back != self._not_back:
+            if back != self.not_back:
                 log.info(
                     "%s: not mirrored, renamed copies of the target's topics (--topic.rename.format, "
                     "--target.name): %s",
@@ -52,33 +99,33 @@ class TopicPlacement(StreamState):
                     ", ".join(back),
                 )
             selected = {t: n for t, n in selected.items() if t not in back}
-        self._not_back = back
-        if selected != self._selected or self._short:
+        self.not_back = back
+        if selected != self.selected or self.short:
             self._place_topics(selected)
-        if self._config_sync is None:
-            self._config_admins = (
-                WatchedAdmin(self._source_admin, "source"),
-                WatchedAdmin(self._target_admin, "target"),
+        if self.config_sync is None or self.config_admins is None:
+            self.config_admins = (
+                WatchedAdmin(self.clients.source_admin, "source"),
+                WatchedAdmin(self.clients.target_admin, "target"),
             )
-            source, target = (cast(AdminClient, a) for a in self._config_admins)
-            self._config_sync = topics.ConfigSync(source, target, self.spec.label, rename=self.spec.rename)
-        self._config_sync.run(self._selected)
-        self._raise_if_config_refused(*self._config_admins)
+            source, target = (cast(AdminClient, a) for a in self.config_admins)
+            self.config_sync = topics.ConfigSync(source, target, self.spec.label, rename=self.spec.rename)
+        self.config_sync.run(self.selected)
+        self.access.raise_if_config_refused(*self.config_admins)
 
-    def _place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def place_grown(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group gave this stream a partition its last topic refresh did not know (a sibling saw the
         source topic grow first): place that topic now, before any of its records is produced, so they
         go to the added target partition or by key hash, never to a partition the target lacks."""
-        grown = {tp.topic for tp in partitions if tp.partition >= self._selected.get(tp.topic, 1 << 31)}
+        grown = {tp.topic for tp in partitions if tp.partition >= self.selected.get(tp.topic, 1 << 31)}
         if not grown:
             return
         # Asked through the source admin client, never the consumer: this runs inside the consumer's own
         # rebalance callback, and a nested blocking call on the same handle (consumer.list_topics) clears
         # confluent-kafka's call state, so its next callback in this poll aborts the process (SIGABRT,
         # "CallState_get: Assertion `cs != NULL' failed", confluent-kafka 2.16.1).
-        known = topics.partition_counts(self._source_admin)
+        known = topics.partition_counts(self.clients.source_admin)
         counts = {t: known[t] for t in grown if t in known}
-        self._place_topics({**self._selected, **counts})
+        self._place_topics({**self.selected, **counts})
 
     def _not_placed(self, exc: Exception, selected: dict[str, int]) -> Exception | None:
         """A refusal of :func:`kmirror.mirror.topics.ensure`, named (error path only): the source's
@@ -86,27 +133,25 @@ class TopicPlacement(StreamState):
         the target (CREATE)."""
         rename = self.spec.rename
         try:
-            present = topics.destination_counts(self._target_admin, selected, rename)
+            present = topics.destination_counts(self.clients.target_admin, selected, rename)
             missing = sorted(set(selected) - set(present))
         except KafkaException:
             missing = []
         topic = missing[0] if missing else min(selected, default="?")
         if isinstance(exc, topics.TopicError):
             why = "the destination topic does not exist"
-            return self._refusal(exc, "target", "CREATE", rename(topic), why)
-        return self._refusal(
+            return self.access.refusal(exc, "target", "CREATE", rename(topic), why)
+        return self.access.refusal(
             exc, "source", "DESCRIBE_CONFIGS", topic, "its configs are copied to the destination topic"
         )
 
     def _place_topics(self, selected: dict[str, int]) -> None:
         """Destination topics for the selected source topics: created, grown, or routed by key hash."""
-        consumer = self.consumer
-        assert consumer is not None
         rename = self.spec.rename
         try:
             target = topics.ensure(
-                self._source_admin,
-                self._target_admin,
+                self.clients.source_admin,
+                self.clients.target_admin,
                 selected,
                 replication_factor=self.spec.replication_factor,
                 rename=rename,
@@ -116,11 +161,11 @@ class TopicPlacement(StreamState):
         grow = topics.partitions_to_add(selected, target)
         refused = {}
         if grow:
-            denied = topics.add_partitions(self._target_admin, {rename(t): n for t, n in grow.items()})
+            denied = topics.add_partitions(self.clients.target_admin, {rename(t): n for t, n in grow.items()})
             refused = {t: denied[rename(t)] for t in grow if rename(t) in denied}
         if len(refused) < len(grow):
             before = target
-            target = {**target, **topics.destination_counts(self._target_admin, selected, rename)}
+            target = {**target, **topics.destination_counts(self.clients.target_admin, selected, rename)}
             for t in sorted(set(grow) - set(refused)):
                 log.info(
                     "%s: added partitions to destination topic %s: %d, was %d (the source's count)",
@@ -133,9 +178,9 @@ class TopicPlacement(StreamState):
         # one (librdkafka refuses a partition beyond the count it knows: "Unknown partition", a send
         # failure), whether this stream or a sibling added them on the target; any metadata reply updates it.
         grown = set(grow) - set(refused)
-        grown |= {t for t, n in selected.items() if n > self._selected.get(t, n) and target.get(t, 0) >= n}
+        grown |= {t for t, n in selected.items() if n > self.selected.get(t, n) and target.get(t, 0) >= n}
         for t in sorted(grown):
-            for producer in self.producers:
+            for producer in self.clients.producers:
                 producer.list_topics(rename(t), timeout=10)
         selected = {t: n for t, n in selected.items() if t in target}
         short = {
@@ -144,7 +189,7 @@ class TopicPlacement(StreamState):
             if target[t] < n
         }
         for t, (n, m, why) in sorted(short.items()):
-            if self._short.get(t) != (n, m, why):
+            if self.short.get(t) != (n, m, why):
                 log.warning(
                     "%s: target topic %s has %d partitions, source %d (adding partitions failed: %s): "
                     "records are placed by key hash (Java's murmur2), so order is kept per key, not per "
@@ -155,7 +200,7 @@ class TopicPlacement(StreamState):
                     n,
                     why,
                 )
-        for t in sorted(set(self._short) - set(short)):
+        for t in sorted(set(self.short) - set(short)):
             if t in selected:
                 log.info(
                     "%s: target topic %s has the source's %d partitions: partition numbers are kept again",
@@ -163,25 +208,17 @@ class TopicPlacement(StreamState):
                     rename(t),
                     selected[t],
                 )
-        self._short = short
+        self.short = short
         # The hot path's destination names, updated in place (the loop holds the dict) and never removed (a
         # batch may still hold records of a topic that was just dropped).
         if not rename.identity:
-            self._dest.update({t: rename(t) for t in selected})
-        self._hashed.clear()
-        self._hashed.update(short)
+            self.dest.update({t: rename(t) for t in selected})
+        self.hashed.clear()
+        self.hashed.update(short)
         self.snap.partition_mismatch = {t: n - m for t, (n, m, _) in short.items()}
-        if set(selected) != set(self._selected):
+        if set(selected) != set(self.selected):
             log.info(
                 "%s: mirroring %d topics: %s", self.spec.label, len(selected), ", ".join(sorted(selected))
             )
-            if selected:
-                consumer.subscribe(
-                    sorted(selected),
-                    on_assign=self._on_assign,
-                    on_revoke=self._on_revoke,
-                    on_lost=self._on_lost,
-                )
-            else:
-                consumer.unsubscribe()
-        self._selected = selected
+            self.subscribe(self.clients.the_consumer(), sorted(selected))
+        self.selected = selected

@@ -19,7 +19,7 @@ from kmirror.config.filters import TopicFilter, compile_filter
 from kmirror.errors import ConfigError
 from kmirror.failover.groupsync import GroupSync
 from kmirror.lineage.rename import SAME_NAME, Rename, rename
-from kmirror.mirror.engine import StreamSpec
+from kmirror.mirror.spec import StreamSpec
 from kmirror.mirror.heartbeats import Heartbeat
 
 DEFAULT_QUEUE_SIZE = 10_000

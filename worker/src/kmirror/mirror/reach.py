@@ -20,10 +20,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.authorization import authorization_error
 from kmirror.errors import one_line
+from kmirror.mirror.authfail import Access
+from kmirror.mirror.clients import Clients
 from kmirror.mirror.repeats import Repeats
-from kmirror.mirror.state import StreamState
+from kmirror.mirror.spec import StreamSpec
 
-log = logging.getLogger("kmirror.mirror.engine")
+log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
 """How long one metadata request may take before the cluster counts as not answering (yet)."""
@@ -35,28 +37,32 @@ def transient(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and not err.fatal() and authorization_error(exc) is None
 
 
-class Reachability(StreamState):
-    """Mixin of :class:`kmirror.mirror.engine.Stream`: the wait for both clusters at the start."""
+class Reachability:
+    """The wait for both clusters at a stream's start."""
 
-    _source_repeats: Repeats
-    _target_repeats: Repeats
+    def __init__(
+        self, spec: StreamSpec, clients: Clients, access: Access, stopping: Callable[[], bool]
+    ) -> None:
+        self.spec = spec
+        self.clients = clients
+        self.access = access
+        self.stopping = stopping  # a stop was requested
 
-    def _wait_until_reachable(self) -> None:
+    def wait(self, source_repeats: Repeats, target_repeats: Repeats) -> None:
         """Return once the source and then the target answer a metadata request (or a stop was asked)."""
-        consumer = self.consumer
-        assert consumer is not None
-        producer = self.producers[0]
+        consumer = self.clients.the_consumer()
+        producer = self.clients.producers[0]
         self._wait_for(
             "source",
             self.spec.consumer,
             lambda: consumer.list_topics(timeout=PROBE_TIMEOUT_S),
-            self._source_repeats,
+            source_repeats,
         )
         self._wait_for(
             "target",
             self.spec.producer,
             lambda: producer.list_topics(timeout=PROBE_TIMEOUT_S),
-            self._target_repeats,
+            target_repeats,
         )
 
     def _wait_for(
@@ -64,15 +70,15 @@ class Reachability(StreamState):
     ) -> None:
         since: float | None = None
         next_line = 0.0
-        while not self._stop:
+        while not self.stopping():
             asked = time.monotonic()
             try:
                 probe()
             except KafkaException as exc:
-                self._raise_if_unauthenticated(serve=True)  # a refused login: exit 2, not a wait
+                self.access.raise_if_unauthenticated(serve=True)  # a refused login: exit 2, not a wait
                 if not transient(exc):
                     raise
-                if self._stop:
+                if self.stopping():
                     return
                 now = time.monotonic()
                 if since is None:
@@ -82,7 +88,7 @@ class Reachability(StreamState):
                         "%s: %s (bootstrap.servers %s) unreachable since %s: %s; retrying, nothing read or "
                         "committed meanwhile",
                         self.spec.label,
-                        self._cluster(side),
+                        self.access.cluster(side),
                         settings.get("bootstrap.servers", "?"),
                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall)),
                         repeats.last_failure or one_line(exc.args[0].str()),
@@ -94,7 +100,7 @@ class Reachability(StreamState):
                 log.warning(
                     "%s: %s answers again after %.0f s",
                     self.spec.label,
-                    self._cluster(side),
+                    self.access.cluster(side),
                     time.monotonic() - since + PROBE_TIMEOUT_S,
                 )
             return

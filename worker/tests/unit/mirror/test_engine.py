@@ -31,13 +31,13 @@ def passes(stream: Stream, text: str) -> logging.LogRecord | None:
     logger = logging.getLogger("kmirror.librdkafka.producer")
     return (
         record
-        if all(f.filter(record) for f in logger.filters if getattr(f, "stream", None) is stream)
+        if all(f.filter(record) for f in logger.filters if getattr(f, "waits", None) is stream.waits)
         else None
     )
 
 
 def test_while_blocked_connection_noise_is_dropped(stream):
-    stream._blocked_since = 1.0
+    stream.waits.blocked_since = 1.0
     assert passes(stream, API_VERSION) is None
     assert passes(stream, REQUEST_TIMEOUT) is None
 
