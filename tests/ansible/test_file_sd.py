@@ -123,7 +123,7 @@ def test_ansible_writes_the_file_on_the_prometheus_hosts(tmp_path):
     playbook.write_text(yaml.safe_dump(play))
     given = {
         "kmirror_source_clusters": SOURCES,
-        "kmirror_service_templates_dir": str(ROOT / "templates"),
+        "kmirror_common_templates_dir": str(ROOT / "templates"),
         "kmirror_service_file_sd_dir": str(sd),
     }
 
