@@ -23,6 +23,7 @@ from records import compare_table, create_topics, fill, say
 
 from kmirror.health import lag
 from kmirror.testing.kafka import kafka_clusters as clusters
+from kmirror.testing.mirrors import run_command
 
 TOPICS = {"orders": 6, "payments": 3, "clickstream": 4}
 GROUP = "kmirror-demo"
@@ -77,22 +78,8 @@ def main() -> int:
         )
 
         log_path = work / "kmirror.log"
-        cmd = [
-            *kmirror,
-            "run",
-            "--consumer.config",
-            str(consumer),
-            "--producer.config",
-            str(producer),
-            "--whitelist",
-            ",".join(TOPICS),
-            "--num.streams",
-            "2",
-            "--offset.commit.interval.ms",
-            "1000",
-            "--stats.interval.ms",
-            "5000",
-        ]
+        cmd = run_command(consumer, producer, ",".join(TOPICS), "--num.streams", "2",
+                          "--offset.commit.interval.ms", "1000", "--stats.interval.ms", "5000")  # fmt: skip
         say("starting: kmirror run " + " ".join(cmd[4:]))
         with log_path.open("wb") as log:
             worker = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
@@ -31,11 +32,24 @@ Key = tuple[str, int]
 
 # ------------------------------------------------------------------------------------------ loggers
 
+F = TypeVar("F", bound=logging.Filter)
+
 
 def client_log(name: str) -> logging.Logger:
     """The logger handed to a client (``logger=``) for librdkafka's own lines: ``kmirror.librdkafka.NAME``,
     WARNING and up once the mirror's logging is set up (:mod:`kmirror.mirror.logformat`)."""
     return logging.getLogger(f"kmirror.librdkafka.{name}")
+
+
+def one_filter(logger: logging.Logger, kind: type[F]) -> F:
+    """``logger``'s one filter of ``kind``, added when it has none (a process runs one stream: one filter
+    of each kind is enough, whichever client's logger it is)."""
+    for f in logger.filters:
+        if isinstance(f, kind):
+            return f
+    new = kind()
+    logger.addFilter(new)
+    return new
 
 
 def silent_log(name: str) -> logging.Logger:

@@ -9,14 +9,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.authorization import Refusal, authorization_error, refused

@@ -1,10 +1,10 @@
 """A cluster that refuses the mirror's credentials: one line naming the cluster and why, exit 2.
 
 librdkafka treats a failed login like a broken connection: it logs a FAIL line and tries again every
-second or so, for ever. Without this the stream either waited out a metadata request and stopped with
-"Failed to get metadata: Local: Broker transport failure" (exit 1, the cause only in the flood of
-librdkafka lines before it) or, when the target refused the producer and no topic had to be created
-yet, never stopped at all. Credentials do not repair themselves, so the stream stops at the first
+second or so, for ever. Left at that, a stream would wait out a metadata request and stop with "Failed
+to get metadata: Local: Broker transport failure" (exit 1, the cause only in the flood of librdkafka
+lines before it) or, when the target refused the producer and no topic had to be created yet, never
+stop at all. Credentials do not repair themselves, so the stream stops at the first
 ``_AUTHENTICATION`` error a client reports (``error_cb``, served by the poll the stream does anyway),
 before anything was read or committed with them, and the error is a :class:`ConfigError` (exit 2, like
 a wrong Kerberos keytab: a service manager does not restart it).
@@ -34,6 +34,7 @@ from kmirror.authorization import (
     refused,
 )
 from kmirror.errors import ConfigError, one_line
+from kmirror.kafkaio import one_filter
 from kmirror.mirror.clients import Clients
 from kmirror.mirror.spec import StreamSpec
 
@@ -61,9 +62,8 @@ class AuthNoise(logging.Filter):
 
 
 def quiet_repeated_logins(logger: logging.Logger) -> logging.Logger:
-    """``logger`` with one :class:`AuthNoise` filter (a process runs one stream: one filter is enough)."""
-    if not any(isinstance(f, AuthNoise) for f in logger.filters):
-        logger.addFilter(AuthNoise())
+    """``logger`` with its one :class:`AuthNoise` filter."""
+    one_filter(logger, AuthNoise)
     return logger
 
 

@@ -7,14 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kmirror.authorization import authorization_error, producer_refusal
 from kmirror.config import client_conf

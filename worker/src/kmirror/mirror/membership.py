@@ -7,14 +7,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmirror.errors import ConfigError, KmirrorError
-from kmirror.kafkaio import describe_group, partitions_to_give
+from kmirror.kafkaio import describe_group, one_filter, partitions_to_give
 from kmirror.mirror.clients import Clients
 from kmirror.mirror.commits import CommitPoints
 from kmirror.mirror.placement import Placement
@@ -48,13 +44,8 @@ class SessionWatch(logging.Filter):
 
 
 def session_watch(logger: logging.Logger) -> SessionWatch:
-    """``logger``'s one :class:`SessionWatch` (a process runs one stream: one watch is enough)."""
-    for f in logger.filters:
-        if isinstance(f, SessionWatch):
-            return f
-    watch = SessionWatch()
-    logger.addFilter(watch)
-    return watch
+    """``logger``'s one :class:`SessionWatch`."""
+    return one_filter(logger, SessionWatch)
 
 
 class Rejoin(KmirrorError):

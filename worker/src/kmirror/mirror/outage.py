@@ -9,9 +9,7 @@ import re
 import time
 from collections.abc import Callable
 
-from confluent_kafka import (
-    Message,
-)
+from confluent_kafka import Message
 
 from kmirror.mirror.clients import Clients
 from kmirror.mirror.failures import SendFailures

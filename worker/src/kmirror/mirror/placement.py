@@ -7,12 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import cast
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.authorization import authorization_error

@@ -19,8 +19,8 @@ from kmirror.config.filters import TopicFilter, compile_filter
 from kmirror.errors import ConfigError
 from kmirror.failover.groupsync import GroupSync
 from kmirror.lineage.rename import SAME_NAME, Rename, rename
-from kmirror.mirror.spec import StreamSpec
 from kmirror.mirror.heartbeats import Heartbeat
+from kmirror.mirror.spec import StreamSpec
 
 DEFAULT_QUEUE_SIZE = 10_000
 MAX_BATCH = 1_000

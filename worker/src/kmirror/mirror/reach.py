@@ -1,13 +1,13 @@
 """A cluster that does not answer when the stream starts: waited for, one line per interval.
 
-A source (or target) that is down, not resolvable or a network away used to stop the stream after its
-first metadata request timed out (exit 1), and the unit restarted it every 10 s into the same flood of
-librdkafka lines. Now the stream waits for it as it waits out a target outage while mirroring: one line
-per stats interval naming the cluster, its bootstrap servers, since when and what failed (librdkafka's
-last connection failure, e.g. "Failed to resolve 'kafka-source-server1:6667'"); librdkafka's own
-repeated lines are rate-limited (:mod:`kmirror.mirror.repeats`). Nothing is read or committed meanwhile,
-and the stream owns no partitions, so ``kmirror_stream_unassigned_seconds`` grows and its alert fires.
-A refused login or ACL still stops the stream at once (exit 2): waiting does not repair credentials.
+A source (or target) that is down, not resolvable or a network away does not stop the stream (a stop
+would make the unit restart it every 10 s into the same flood of librdkafka lines): the stream waits
+for it as it waits out a target outage while mirroring, with one line per stats interval naming the
+cluster, its bootstrap servers, since when and what failed (librdkafka's last connection failure, e.g.
+"Failed to resolve 'kafka-source-server1:6667'"); librdkafka's own repeated lines are rate-limited
+(:mod:`kmirror.mirror.repeats`). Nothing is read or committed meanwhile, and the stream owns no
+partitions, so ``kmirror_stream_unassigned_seconds`` grows and its alert fires. A refused login or ACL
+still stops the stream at once (exit 2): waiting does not repair credentials.
 """
 
 from __future__ import annotations

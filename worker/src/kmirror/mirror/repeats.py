@@ -18,6 +18,8 @@ import re
 import time
 from collections.abc import Callable
 
+from kmirror.kafkaio import one_filter
+
 REPEAT_WINDOW_S = 60.0
 """At most one line of a kind per window (the window of a kind opens at its first line)."""
 
@@ -70,9 +72,4 @@ class Repeats(logging.Filter):
 
 def repeats(logger: logging.Logger) -> Repeats:
     """``logger``'s one :class:`Repeats` filter."""
-    for f in logger.filters:
-        if isinstance(f, Repeats):
-            return f
-    r = Repeats()
-    logger.addFilter(r)
-    return r
+    return one_filter(logger, Repeats)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    KafkaError,
-)
+from confluent_kafka import KafkaError
 
 from kmirror.config.filters import TopicFilter
 from kmirror.lineage.rename import SAME_NAME, Rename
