@@ -11,14 +11,11 @@ import urllib.request
 from pathlib import Path
 
 from mirror_harness import (
-    Worker,
     commit_offsets,
-    consumer_file,
     create_topic,
     make_records,
+    mirror_worker,
     produce,
-    producer_file,
-    run_args,
     wait_until,
 )
 from prometheus_client import CollectorRegistry, generate_latest
@@ -186,22 +183,18 @@ def test_every_dashboard_metric_is_in_a_real_scrape(kafka, tmp_path, workers):
     # An application group that committed offsets on the source: --groups syncs it.
     commit_offsets(src, "app", {("watched", p): 20 for p in range(2)})
     port = free_port()
-    w = Worker(
+    w = mirror_worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "watched",
-            "--num.streams",
-            "1",
-            "--groups",
-            "app",
-            "--sync.group.offsets.interval.ms",
-            "500",
-            "--metrics.port",
-            str(port),
-        ),
+        src,
+        tgt,
+        "watched",
+        1,
+        "--groups",
+        "app",
+        "--sync.group.offsets.interval.ms",
+        "500",
+        "--metrics.port",
+        str(port),
     )
     workers.append(w)
     w.wait_for("metrics on http://")

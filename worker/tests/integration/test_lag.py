@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_tools import LATEST, describe_group, offsets
-from mirror_harness import commit_offsets, create_topic, make_records, produce, write
+from mirror_harness import commit_offsets, create_topic, end_offsets, make_records, produce, write
 
 from kmirror.health import lagcheck
 from kmirror.health import rules as health
@@ -25,16 +25,6 @@ LAG = [sys.executable, "-m", "kmirror.health.lagcheck"]
 
 def lag_cli(*args, timeout=60):
     return subprocess.run([*LAG, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def end_offsets(cluster, topic, partitions):
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        }
-    finally:
-        c.close()
 
 
 def commit_as_group(cluster, group, offsets):
@@ -160,6 +150,10 @@ class ScriptedGroup:
         self.consumer.close()
 
 
+TWO_SAMPLES = ("--interval", "0.2", "--window", "2", "--count", "2")
+"""`kmirror lag --watch` options: two samples 0.2 s apart, judged in a window of two."""
+
+
 def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
     """OK while keeping up, WARN when falling behind, STALL when committing the same offset, STOP when
     gone, REWIND after a reset: each sample evaluated over a window of 3, as `--watch` does."""
@@ -182,23 +176,15 @@ def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
             assert p["lag"] == ends[p["partition"]] - max(0, p["offset"])
         return result
 
+    def watch(*args: str):
+        """`kmirror lag --watch` of the group scripted."""
+        return lag_cli("--bootstrap-server", src.bootstrap, "--group", "scripted", "--watch", *args)
+
     for _ in range(3):  # keeping up
         g.produce(4)
         g.commit(g.produced)
         evaluate()
-    out = lag_cli(
-        "--bootstrap-server",
-        src.bootstrap,
-        "--group",
-        "scripted",
-        "--watch",
-        "--interval",
-        "0.2",
-        "--window",
-        "2",
-        "--count",
-        "2",
-    )
+    out = watch(*TWO_SAMPLES)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "group scripted: OK" in out.stdout and out.stdout.splitlines()[1].split()[-1] == "Status"
 
@@ -240,20 +226,7 @@ def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
     ]
 
     # The command line: a watch of the stopped group ends with ERR (STOP), exit 2; JSON lines.
-    out = lag_cli(
-        "--bootstrap-server",
-        src.bootstrap,
-        "--group",
-        "scripted",
-        "--watch",
-        "--interval",
-        "0.2",
-        "--window",
-        "2",
-        "--count",
-        "2",
-        "--json",
-    )
+    out = watch(*TWO_SAMPLES, "--json")
     assert out.returncode == 2, out.stdout + out.stderr
     results = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(x["status"], x["worst"]) for x in results] == [("OK", "OK"), ("ERR", "STOP")]
@@ -264,19 +237,7 @@ def test_watch_statuses_follow_a_scripted_consumer(kafka, tmp_path):
     state = tmp_path / "lag-state.json"
     codes = []
     for _ in range(3):
-        out = lag_cli(
-            "--bootstrap-server",
-            src.bootstrap,
-            "--group",
-            "scripted",
-            "--watch",
-            "--count",
-            "1",
-            "--window",
-            "3",
-            "--state",
-            str(state),
-        )
+        out = watch("--count", "1", "--window", "3", "--state", str(state))
         codes.append(out.returncode)
     assert codes == [0, 0, 2]
     assert "group scripted: ERR (worst partition STOP)" in out.stdout

@@ -6,25 +6,8 @@ import signal
 import subprocess
 import time
 
+import mirror_harness as mh
 from confluent_kafka.admin import AdminClient, ConfigResource
-from mirror_harness import (
-    KMIRROR,
-    LiveTraffic,
-    Rec,
-    Worker,
-    assert_mirrored,
-    by_partition,
-    committed,
-    consumer_file,
-    create_topic,
-    make_records,
-    produce,
-    producer_file,
-    read_all,
-    run_args,
-    topic_partitions,
-    wait_until,
-)
 
 from kmirror.testing.kafka import kafka_clusters as clusters
 
@@ -59,7 +42,7 @@ def java_partition(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-def last_assignment(w: Worker) -> list[str]:
+def last_assignment(w: mh.Worker) -> list[str]:
     """The partitions the worker owns now, sorted. Rebalances are incremental (cooperative-sticky): each
     "assigned" line adds partitions, each "revoked" or "lost" line takes some away."""
     owned: set[str] = set()
@@ -86,34 +69,24 @@ def test_murmur2_matches_java_reference_values():
 
 def test_fidelity_topic_creation_and_clean_stop(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "orders", 3, {"retention.ms": "86400000", "max.message.bytes": "2000000"})
-    create_topic(src, "logs", 2)
-    records = make_records("orders", 3, 40) + make_records("logs", 2, 30)
+    mh.create_topic(src, "orders", 3, {"retention.ms": "86400000", "max.message.bytes": "2000000"})
+    mh.create_topic(src, "logs", 2)
+    records = mh.make_records("orders", 3, 40) + mh.make_records("logs", 2, 30)
     # Edge cases: null key, tombstone (null value), a header with a null value, an empty value.
     records += [
-        Rec("orders", 0, None, b"no-key", (), 1_700_000_100_000),
-        Rec("orders", 1, b"deleted", None, (), 1_700_000_100_001),
-        Rec("logs", 1, b"h", b"null-header", (("trace", None), ("trace", b"dup")), 1_700_000_100_002),
-        Rec("logs", 0, b"e", b"", (), 1_700_000_100_003),
+        mh.Rec("orders", 0, None, b"no-key", (), 1_700_000_100_000),
+        mh.Rec("orders", 1, b"deleted", None, (), 1_700_000_100_001),
+        mh.Rec("logs", 1, b"h", b"null-header", (("trace", None), ("trace", b"dup")), 1_700_000_100_002),
+        mh.Rec("logs", 0, b"e", b"", (), 1_700_000_100_003),
     ]
-    produce(src, records)
+    mh.produce(src, records)
 
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "orders, logs",
-            "--num.streams",
-            "2",
-        ),
-    )
+    w = mh.mirror_worker(tmp_path, src, tgt, "orders, logs", 2)
     workers.append(w)
-    target = read_all(tgt, ["orders", "logs"], len(records))
-    assert_mirrored(records, target, exact=True)
+    target = mh.read_all(tgt, ["orders", "logs"], len(records))
+    mh.assert_mirrored(records, target, exact=True)
 
-    parts = topic_partitions(tgt)
+    parts = mh.topic_partitions(tgt)
     assert parts["orders"] == 3 and parts["logs"] == 2
     admin = AdminClient({"bootstrap.servers": tgt.bootstrap})
     described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "orders")])
@@ -122,10 +95,10 @@ def test_fidelity_topic_creation_and_clean_stop(kafka, tmp_path, workers):
     assert configs.get("max.message.bytes") == "2000000"
 
     # Committed offsets reach the end of every partition, and SIGTERM exits 0.
-    ends = {tp: len(rs) for tp, rs in by_partition(records).items()}
-    wait_until(
+    ends = {tp: len(rs) for tp, rs in mh.by_partition(records).items()}
+    mh.wait_until(
         lambda: all(
-            committed(src, "mirror", t, n).get(p) == ends[(t, p)]
+            mh.committed(src, "mirror", t, n).get(p) == ends[(t, p)]
             for t, n in (("orders", 3), ("logs", 2))
             for p in range(n)
         ),
@@ -137,44 +110,34 @@ def test_fidelity_topic_creation_and_clean_stop(kafka, tmp_path, workers):
 
 def test_target_topic_with_fewer_partitions_grows_to_the_source_count(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "keyed", 4)
-    create_topic(tgt, "keyed", 2)  # exists already with fewer partitions: Kafka lets kmirror add two
+    mh.create_topic(src, "keyed", 4)
+    mh.create_topic(tgt, "keyed", 2)  # exists already with fewer partitions: Kafka lets kmirror add two
     # As a keyed Java producer writes them: a key always lives in the same source partition.
     keys = [b"customer-%d" % (i % 13) for i in range(200)]
     records = [
-        Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
+        mh.Rec("keyed", java_partition(k, 4), k, b"v%d" % i, (), 1_700_000_000_000 + i)
         for i, k in enumerate(keys)
     ]
-    produce(src, records)
-    w = Worker(
-        tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
-            "--whitelist",
-            "keyed",
-            "--num.streams",
-            "1",
-        ),
-    )
+    mh.produce(src, records)
+    w = mh.mirror_worker(tmp_path, src, tgt, "keyed", 1)
     workers.append(w)
     w.wait_for("added partitions to destination topic keyed: 4, was 2")
-    target = read_all(tgt, ["keyed"], len(records))
-    assert topic_partitions(tgt)["keyed"] == 4
-    assert by_partition(target) == by_partition(records)
+    target = mh.read_all(tgt, ["keyed"], len(records))
+    assert mh.topic_partitions(tgt)["keyed"] == 4
+    assert mh.by_partition(target) == mh.by_partition(records)
     assert "placed by key hash" not in w.log()
 
 
 def test_filters_internal_topics_and_new_topics_without_restart(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
     for t in ("app.a", "app.b", "app.secret", "other", "__private"):
-        create_topic(src, t, 1)
-        produce(src, make_records(t, 1, 5))
-    w = Worker(
+        mh.create_topic(src, t, 1)
+        mh.produce(src, mh.make_records(t, 1, 5))
+    w = mh.Worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt),
+        mh.run_args(
+            mh.consumer_file(tmp_path, src),
+            mh.producer_file(tmp_path, tgt),
             "--include",
             r"app\..*,__.*",
             "--exclude",
@@ -184,13 +147,13 @@ def test_filters_internal_topics_and_new_topics_without_restart(kafka, tmp_path,
         ),
     )
     workers.append(w)
-    read_all(tgt, ["app.a", "app.b"], 10)
+    mh.read_all(tgt, ["app.a", "app.b"], 10)
     # A topic that appears later is picked up by the running mirror.
-    create_topic(src, "app.c", 2)
-    later = make_records("app.c", 2, 10)
-    produce(src, later)
-    assert_mirrored(later, read_all(tgt, ["app.c"], len(later)), exact=True)
-    on_target = set(topic_partitions(tgt))
+    mh.create_topic(src, "app.c", 2)
+    later = mh.make_records("app.c", 2, 10)
+    mh.produce(src, later)
+    mh.assert_mirrored(later, mh.read_all(tgt, ["app.c"], len(later)), exact=True)
+    on_target = set(mh.topic_partitions(tgt))
     assert {"app.a", "app.b", "app.c"} <= on_target
     assert not on_target & {"app.secret", "other", "__private"}
     assert w.proc.poll() is None
@@ -198,40 +161,39 @@ def test_filters_internal_topics_and_new_topics_without_restart(kafka, tmp_path,
 
 def test_kill9_mid_stream_then_restart_loses_nothing(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "live", 3)
-    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
-    with LiveTraffic(src, "live", 3) as traffic:
-        first = Worker(tmp_path, run_args(*cfiles, "--whitelist", "live", "--num.streams", "2"))
+    mh.create_topic(src, "live", 3)
+    with mh.LiveTraffic(src, "live", 3) as traffic:
+        first = mh.mirror_worker(tmp_path, src, tgt, "live", 2)
         workers.append(first)
-        wait_until(
-            lambda: len(read_all(tgt, ["live"], 300, timeout=5, settle=0.2)) >= 300,
+        mh.wait_until(
+            lambda: len(mh.read_all(tgt, ["live"], 300, timeout=5, settle=0.2)) >= 300,
             what="the first worker mirroring",
         )
         first.kill9()
         time.sleep(1)
-        second = Worker(tmp_path, run_args(*cfiles, "--whitelist", "live", "--num.streams", "2"))
+        second = mh.mirror_worker(tmp_path, src, tgt, "live", 2)
         workers.append(second)
         second.wait_for("assigned")
         time.sleep(2)
     sent = traffic.sent
     assert len(sent) > 600
-    assert_mirrored(sent, read_all(tgt, ["live"], len(sent), timeout=90))
+    mh.assert_mirrored(sent, mh.read_all(tgt, ["live"], len(sent), timeout=90))
     assert second.stop() == 0
 
 
 def test_two_workers_one_group_one_killed_the_other_takes_over(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "shared", 4)
-    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
+    mh.create_topic(src, "shared", 4)
+    cfiles = (mh.consumer_file(tmp_path, src), mh.producer_file(tmp_path, tgt))
     (tmp_path / "b").mkdir()  # b's own consumer file: static members (the default) of one file share ids
-    b_files = (consumer_file(tmp_path / "b", src), cfiles[1])
-    with LiveTraffic(src, "shared", 4) as traffic:
-        a = Worker(tmp_path, run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "a")
-        b = Worker(tmp_path, run_args(*b_files, "--whitelist", "shared", "--num.streams", "1"), "b")
+    b_files = (mh.consumer_file(tmp_path / "b", src), cfiles[1])
+    with mh.LiveTraffic(src, "shared", 4) as traffic:
+        a = mh.Worker(tmp_path, mh.run_args(*cfiles, "--whitelist", "shared", "--num.streams", "1"), "a")
+        b = mh.Worker(tmp_path, mh.run_args(*b_files, "--whitelist", "shared", "--num.streams", "1"), "b")
         workers.extend([a, b])
         a.wait_for("assigned")
         b.wait_for("assigned")
-        wait_until(
+        mh.wait_until(
             lambda: sorted(last_assignment(a) + last_assignment(b)) == [f"shared[{p}]" for p in range(4)],
             timeout=30,
             what="both workers sharing the group",
@@ -239,41 +201,40 @@ def test_two_workers_one_group_one_killed_the_other_takes_over(kafka, tmp_path, 
         time.sleep(2)
         a.kill9()
         # b is given a's partitions once the group evicts a (session.timeout.ms=6000).
-        wait_until(
+        mh.wait_until(
             lambda: last_assignment(b) == [f"shared[{p}]" for p in range(4)],
             timeout=60,
             what="b owning every partition",
         )
         time.sleep(2)
     sent = traffic.sent
-    assert_mirrored(sent, read_all(tgt, ["shared"], len(sent), timeout=90))
+    mh.assert_mirrored(sent, mh.read_all(tgt, ["shared"], len(sent), timeout=90))
     assert b.stop() == 0
 
 
 def test_paused_target_nothing_committed_unacknowledged_then_nothing_lost(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "steady", 2)
-    cfiles = (consumer_file(tmp_path, src), producer_file(tmp_path, tgt))
-    with LiveTraffic(src, "steady", 2) as traffic:
-        w = Worker(tmp_path, run_args(*cfiles, "--whitelist", "steady", "--num.streams", "1"))
+    mh.create_topic(src, "steady", 2)
+    with mh.LiveTraffic(src, "steady", 2) as traffic:
+        w = mh.mirror_worker(tmp_path, src, tgt, "steady", 1)
         workers.append(w)
         w.wait_for("assigned")
         time.sleep(2)
         tgt.pause()
         try:
             time.sleep(1.5)
-            frozen = committed(src, "mirror", "steady", 2)
+            frozen = mh.committed(src, "mirror", "steady", 2)
             time.sleep(4)
             # The source kept growing and the worker kept reading, but without acknowledgements
             # from the target no offset moved.
-            assert committed(src, "mirror", "steady", 2) == frozen
+            assert mh.committed(src, "mirror", "steady", 2) == frozen
         finally:
             tgt.resume()
         time.sleep(3)
     sent = traffic.sent
-    assert_mirrored(sent, read_all(tgt, ["steady"], len(sent), timeout=90))
-    wait_until(
-        lambda: sum(committed(src, "mirror", "steady", 2).values()) == len(sent),
+    mh.assert_mirrored(sent, mh.read_all(tgt, ["steady"], len(sent), timeout=90))
+    mh.wait_until(
+        lambda: sum(mh.committed(src, "mirror", "steady", 2).values()) == len(sent),
         what="commits catching up after the pause",
     )
     assert w.stop() == 0
@@ -281,16 +242,16 @@ def test_paused_target_nothing_committed_unacknowledged_then_nothing_lost(kafka,
 
 def test_send_failure_stops_without_committing_past_it(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "big", 1)
+    mh.create_topic(src, "big", 1)
     records = [
-        Rec("big", 0, b"k", b"x" * (5000 if i == 5 else 10), (), 1_700_000_000_000 + i) for i in range(10)
+        mh.Rec("big", 0, b"k", b"x" * (5000 if i == 5 else 10), (), 1_700_000_000_000 + i) for i in range(10)
     ]
-    produce(src, records)
-    w = Worker(
+    mh.produce(src, records)
+    w = mh.Worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src),
-            producer_file(tmp_path, tgt, "message.max.bytes=2000\n"),
+        mh.run_args(
+            mh.consumer_file(tmp_path, src),
+            mh.producer_file(tmp_path, tgt, "message.max.bytes=2000\n"),
             "--whitelist",
             "big",
             "--num.streams",
@@ -302,20 +263,20 @@ def test_send_failure_stops_without_committing_past_it(kafka, tmp_path, workers)
     log = w.log()
     assert "send failed for source consumer topic big partition 0 offset 5" in log
     assert "nothing after the last commit was committed" in log
-    assert committed(src, "mirror", "big", 1)[0] <= 5
-    on_target = read_all(tgt, ["big"], 5, timeout=20)
+    assert mh.committed(src, "mirror", "big", 1)[0] <= 5
+    on_target = mh.read_all(tgt, ["big"], 5, timeout=20)
     assert [r.value for r in on_target] == [r.value for r in records[:5]]
 
 
 def test_auto_offset_reset_latest_in_the_file_is_respected(kafka, tmp_path, workers):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "fresh", 1)
-    produce(src, make_records("fresh", 1, 5))  # before the mirror group exists: not copied
-    w = Worker(
+    mh.create_topic(src, "fresh", 1)
+    mh.produce(src, mh.make_records("fresh", 1, 5))  # before the mirror group exists: not copied
+    w = mh.Worker(
         tmp_path,
-        run_args(
-            consumer_file(tmp_path, src, extra="auto.offset.reset=latest\n"),
-            producer_file(tmp_path, tgt),
+        mh.run_args(
+            mh.consumer_file(tmp_path, src, extra="auto.offset.reset=latest\n"),
+            mh.producer_file(tmp_path, tgt),
             "--whitelist",
             "fresh",
             "--num.streams",
@@ -325,41 +286,46 @@ def test_auto_offset_reset_latest_in_the_file_is_respected(kafka, tmp_path, work
     workers.append(w)
     w.wait_for("assigned")
     time.sleep(2)
-    later = make_records("fresh", 1, 5, start=100)
-    produce(src, later)
-    assert_mirrored(later, read_all(tgt, ["fresh"], 5), exact=True)
+    later = mh.make_records("fresh", 1, 5, start=100)
+    mh.produce(src, later)
+    mh.assert_mirrored(later, mh.read_all(tgt, ["fresh"], 5), exact=True)
 
 
 def test_several_source_clusters_in_one_process(tmp_path, workers):
     with clusters("east", "west", "target", log_dir=tmp_path / "brokers") as c:
-        create_topic(c["east"], "east.orders", 2)
-        create_topic(c["west"], "west.orders", 2)
-        east, west = make_records("east.orders", 2, 20), make_records("west.orders", 2, 20)
-        produce(c["east"], east)
-        produce(c["west"], west)
+        mh.create_topic(c["east"], "east.orders", 2)
+        mh.create_topic(c["west"], "west.orders", 2)
+        east, west = mh.make_records("east.orders", 2, 20), mh.make_records("west.orders", 2, 20)
+        mh.produce(c["east"], east)
+        mh.produce(c["west"], west)
         files = [
-            consumer_file(tmp_path, c["east"], name="east.properties"),
-            consumer_file(tmp_path, c["west"], name="west.properties"),
+            mh.consumer_file(tmp_path, c["east"], name="east.properties"),
+            mh.consumer_file(tmp_path, c["west"], name="west.properties"),
         ]
-        w = Worker(
+        w = mh.Worker(
             tmp_path,
-            run_args(
-                files, producer_file(tmp_path, c["target"]), "--whitelist", ".*orders", "--num.streams", "1"
+            mh.run_args(
+                files,
+                mh.producer_file(tmp_path, c["target"]),
+                "--whitelist",
+                ".*orders",
+                "--num.streams",
+                "1",
             ),
         )
         workers.append(w)
-        got = read_all(c["target"], ["east.orders", "west.orders"], 80)
-        assert_mirrored(east + west, got, exact=True)
+        got = mh.read_all(c["target"], ["east.orders", "west.orders"], 80)
+        mh.assert_mirrored(east + west, got, exact=True)
         assert "east#0" in w.log() and "west#0" in w.log()
         assert w.stop() == 0
 
 
 def test_bad_config_exits_2_and_touches_nothing(kafka, tmp_path):
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "untouched", 1)
-    bad = producer_file(tmp_path, tgt, "acks=1\n")
+    mh.create_topic(src, "untouched", 1)
+    bad = mh.producer_file(tmp_path, tgt, "acks=1\n")
     proc = subprocess.run(
-        [*KMIRROR, "run", *run_args(consumer_file(tmp_path, src), bad, "--whitelist", ".*")],
+        [*mh.KMIRROR, "run", *mh.run_args(mh.consumer_file(tmp_path, src), bad, "--whitelist", ".*")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -368,31 +334,33 @@ def test_bad_config_exits_2_and_touches_nothing(kafka, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert str(bad) in lines[0] and "acks=1" in lines[0] and "acks=all" in lines[0]
-    assert "untouched" not in topic_partitions(tgt)
+    assert "untouched" not in mh.topic_partitions(tgt)
 
 
 def test_target_gone_past_delivery_timeout_stops_then_restart_loses_nothing(kafka, tmp_path, workers):
     """Asynchronous send failures (delivery timeout while the target is frozen): exit 3 naming the
     record, nothing committed past it, and a restart once the target is back copies everything."""
     src, tgt = kafka["source"], kafka["target"]
-    create_topic(src, "frozen", 2)
-    pfile = producer_file(tmp_path, tgt, "delivery.timeout.ms=3000\nrequest.timeout.ms=2000\n")
-    cfile = consumer_file(tmp_path, src)
-    first = make_records("frozen", 2, 20)
-    produce(src, first)
+    mh.create_topic(src, "frozen", 2)
+    pfile = mh.producer_file(tmp_path, tgt, "delivery.timeout.ms=3000\nrequest.timeout.ms=2000\n")
+    cfile = mh.consumer_file(tmp_path, src)
+    first = mh.make_records("frozen", 2, 20)
+    mh.produce(src, first)
     # A finite delivery timeout is refused as unsafe (an outage would stop the mirror): allowed here to
     # make the target fail records asynchronously.
-    w = Worker(
+    w = mh.Worker(
         tmp_path,
-        run_args(cfile, pfile, "--whitelist", "frozen", "--num.streams", "1", "--allow.unsafe"),
+        mh.run_args(cfile, pfile, "--whitelist", "frozen", "--num.streams", "1", "--allow.unsafe"),
     )
     workers.append(w)
-    assert_mirrored(first, read_all(tgt, ["frozen"], len(first)), exact=True)
-    wait_until(lambda: sum(committed(src, "mirror", "frozen", 2).values()) == len(first), what="first commit")
+    mh.assert_mirrored(first, mh.read_all(tgt, ["frozen"], len(first)), exact=True)
+    mh.wait_until(
+        lambda: sum(mh.committed(src, "mirror", "frozen", 2).values()) == len(first), what="first commit"
+    )
     tgt.pause()
     try:
-        second = make_records("frozen", 2, 20, start=100)
-        produce(src, second)
+        second = mh.make_records("frozen", 2, 20, start=100)
+        mh.produce(src, second)
         assert w.proc.wait(60) == 3
     finally:
         tgt.resume()
@@ -400,12 +368,12 @@ def test_target_gone_past_delivery_timeout_stops_then_restart_loses_nothing(kafk
     assert "send failed for source consumer topic frozen partition" in log
     assert " offset " in log.split("send failed for", 1)[1].splitlines()[0]
     # Nothing of the second wave was committed.
-    assert sum(committed(src, "mirror", "frozen", 2).values()) == len(first)
-    again = Worker(
+    assert sum(mh.committed(src, "mirror", "frozen", 2).values()) == len(first)
+    again = mh.Worker(
         tmp_path,
-        run_args(
+        mh.run_args(
             cfile,
-            producer_file(tmp_path, tgt, name="p2.properties"),
+            mh.producer_file(tmp_path, tgt, name="p2.properties"),
             "--whitelist",
             "frozen",
             "--num.streams",
@@ -413,11 +381,11 @@ def test_target_gone_past_delivery_timeout_stops_then_restart_loses_nothing(kafk
         ),
     )
     workers.append(again)
-    assert_mirrored(first + second, read_all(tgt, ["frozen"], len(first) + len(second)))
+    mh.assert_mirrored(first + second, mh.read_all(tgt, ["frozen"], len(first) + len(second)))
     # The frozen broker may append the first run's last requests when it resumes (they were on the wire),
     # so the records can be there before the restart read anything: its own commit is the proof.
-    wait_until(
-        lambda: sum(committed(src, "mirror", "frozen", 2).values()) == len(first) + len(second),
+    mh.wait_until(
+        lambda: sum(mh.committed(src, "mirror", "frozen", 2).values()) == len(first) + len(second),
         what="the restart's commit of the second wave",
     )
     assert again.stop() == 0
