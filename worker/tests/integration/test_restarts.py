@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -145,13 +145,22 @@ def check_nothing_missing(tgt: Cluster, topic: str, traffic: LiveTraffic, minimu
     assert_mirrored(sent, read_all(tgt, [topic], len(sent), timeout=120))
 
 
-@MEMBERSHIP
-def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, workers, membership):
+def restarted_under_traffic(
+    brokers: dict[str, Cluster],
+    tmp_path: Path,
+    workers: list[Worker],
+    membership: str,
+    kind: str,
+    stop: Callable[[Worker], object],
+    bound: float,
+) -> list[float]:
+    """A two-stream instance mirroring live traffic, stopped by `stop` and started again RUNS times: the
+    seconds from each stop until records flow again (each within `bound`); nothing is missing at the end."""
     src, tgt = brokers["source"], brokers["target"]
-    topic, parts = f"restart-clean-{membership}", 4
+    topic, parts = f"restart-{kind}-{membership}", 4
     create_topic(src, topic, parts)
     args = run_args(
-        *files(tmp_path, src, tgt, f"g-clean-{membership}"), "--whitelist", topic, "--num.streams", "2",
+        *files(tmp_path, src, tgt, f"g-{kind}-{membership}"), "--whitelist", topic, "--num.streams", "2",
         *membership_args(membership),
     )  # fmt: skip
     took = []
@@ -160,14 +169,26 @@ def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, worke
         workers.append(w)
         seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
         for run in range(RUNS):
-            assert w.stop(signal.SIGTERM) == 0, w.log()
-            assert "stopped cleanly" in w.log()
+            stop(w)
             start = time.monotonic()
             w = Worker(tmp_path, args)
             workers.append(w)
-            took.append(seconds_until_flowing(tgt, topic, parts, start, RESTART_BOUND_S, f"restart {run}"))
+            took.append(seconds_until_flowing(tgt, topic, parts, start, bound, f"restart {run}"))
         check_nothing_missing(tgt, topic, traffic)
     assert w.stop() == 0
+    return took
+
+
+def stop_cleanly(w: Worker) -> None:
+    assert w.stop(signal.SIGTERM) == 0, w.log()
+    assert "stopped cleanly" in w.log()
+
+
+@MEMBERSHIP
+def test_clean_sigterm_restart_of_a_two_stream_instance(brokers, tmp_path, workers, membership):
+    took = restarted_under_traffic(
+        brokers, tmp_path, workers, membership, "clean", stop_cleanly, RESTART_BOUND_S
+    )
     report(f"clean SIGTERM restart, 2 streams, {membership} members", took)
 
 
@@ -237,26 +258,9 @@ def test_two_processes_of_one_consumer_file_fence_each_other_and_the_older_stops
 
 @MEMBERSHIP
 def test_kill9_of_every_process_then_restart(brokers, tmp_path, workers, membership):
-    src, tgt = brokers["source"], brokers["target"]
-    topic, parts = f"restart-crash-{membership}", 4
-    create_topic(src, topic, parts)
-    args = run_args(
-        *files(tmp_path, src, tgt, f"g-crash-{membership}"), "--whitelist", topic, "--num.streams", "2",
-        *membership_args(membership),
-    )  # fmt: skip
-    took = []
-    with LiveTraffic(src, topic, parts) as traffic:
-        w = Worker(tmp_path, args)
-        workers.append(w)
-        seconds_until_flowing(tgt, topic, parts, time.monotonic(), 60, "first start")
-        for run in range(RUNS):
-            w.kill9()
-            start = time.monotonic()
-            w = Worker(tmp_path, args)
-            workers.append(w)
-            took.append(seconds_until_flowing(tgt, topic, parts, start, CRASH_BOUND_S, f"restart {run}"))
-        check_nothing_missing(tgt, topic, traffic)
-    assert w.stop() == 0
+    took = restarted_under_traffic(
+        brokers, tmp_path, workers, membership, "crash", Worker.kill9, CRASH_BOUND_S
+    )
     report(f"kill -9 of every process, restart, 2 streams, {membership} members", took)
 
 
@@ -277,26 +281,43 @@ def both_own(a: Worker, b: Worker, topic: str, parts: int) -> bool:
     return bool(oa) and bool(ob) and not oa & ob and oa | ob == {f"{topic}[{p}]" for p in range(parts)}
 
 
+def two_of_one_group(
+    tmp_path: Path, src: Cluster, tgt: Cluster, topic: str, group: str, membership: str, *b_extra: str
+) -> tuple[list[str], list[str]]:
+    """The arguments of workers a and b of one group mirroring the topic in one stream each, each with its
+    own consumer file (a.properties, b.properties); b's with b_extra."""
+    extra = ["--whitelist", topic, "--num.streams", "1", *membership_args(membership)]
+    return (
+        run_args(*files(tmp_path, src, tgt, group, "a"), *extra),
+        run_args(*files(tmp_path, src, tgt, group, "b"), *extra, *b_extra),
+    )
+
+
+def taken_over_by(b: Worker, tgt: Cluster, topic: str, parts: int, bound: float, what: str) -> float:
+    """Seconds from now until records flow again on every partition (within bound); b owns them all."""
+    took = seconds_until_flowing(tgt, topic, parts, time.monotonic(), bound, what)
+    assert owns(b) == {f"{topic}[{p}]" for p in range(parts)}
+    return took
+
+
+def wait_sharing(a: Worker, b: Worker, topic: str, parts: int, run: int) -> None:
+    wait_until(lambda: both_own(a, b, topic, parts), timeout=60, what=f"run {run}: a and b sharing")
+
+
 @MEMBERSHIP
 def test_one_of_two_workers_killed_the_other_takes_over(brokers, tmp_path, workers, membership):
     src, tgt = brokers["source"], brokers["target"]
     topic, parts, group = f"restart-takeover-{membership}", 4, f"g-takeover-{membership}"
     create_topic(src, topic, parts)
-    extra = ["--whitelist", topic, "--num.streams", "1", *membership_args(membership)]
-    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), *extra)
-    b_args = run_args(*files(tmp_path, src, tgt, group, "b"), *extra)
+    a_args, b_args = two_of_one_group(tmp_path, src, tgt, topic, group, membership)
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
         workers.extend([a, b])
         for run in range(RUNS):
-            wait_until(
-                lambda a=a: both_own(a, b, topic, parts), timeout=60, what=f"run {run}: a and b sharing"
-            )
+            wait_sharing(a, b, topic, parts, run)
             a.kill9()
-            start = time.monotonic()
-            took.append(seconds_until_flowing(tgt, topic, parts, start, TAKEOVER_BOUND_S, f"takeover {run}"))
-            assert owns(b) == {f"{topic}[{p}]" for p in range(parts)}
+            took.append(taken_over_by(b, tgt, topic, parts, TAKEOVER_BOUND_S, f"takeover {run}"))
             a = Worker(tmp_path, a_args, "a")
             workers.append(a)
         check_nothing_missing(tgt, topic, traffic)
@@ -324,23 +345,18 @@ def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(
     src, tgt = brokers["source"], brokers["target"]
     topic, parts, group = f"restart-removed-{membership}", 4, f"g-removed-{membership}"
     create_topic(src, topic, parts)
-    extra = ["--whitelist", topic, "--num.streams", "1", *membership_args(membership)]
-    a_args = run_args(*files(tmp_path, src, tgt, group, "a"), *extra)
-    b_files = files(tmp_path, src, tgt, group, "b")
     port = free_port()
-    b_args = run_args(*b_files, *extra, "--metrics.port", str(port))
+    a_args, b_args = two_of_one_group(
+        tmp_path, src, tgt, topic, group, membership, "--metrics.port", str(port)
+    )
     took = []
     with LiveTraffic(src, topic, parts) as traffic:
         a, b = Worker(tmp_path, a_args, "a"), Worker(tmp_path, b_args, "b")
         workers.extend([a, b])
         for run in range(RUNS):
-            wait_until(
-                lambda a=a: both_own(a, b, topic, parts), timeout=60, what=f"run {run}: a and b sharing"
-            )
+            wait_sharing(a, b, topic, parts, run)
             assert a.stop(signal.SIGTERM) == 0
-            start = time.monotonic()
-            took.append(seconds_until_flowing(tgt, topic, parts, start, REMOVAL_BOUND_S, f"removal {run}"))
-            assert owns(b) == {f"{topic}[{p}]" for p in range(parts)}
+            took.append(taken_over_by(b, tgt, topic, parts, REMOVAL_BOUND_S, f"removal {run}"))
             wait_until(
                 lambda: scrape(port).get('kmirror_assigned_partitions{source="b",stream="0"}') == parts,
                 timeout=10,
@@ -354,7 +370,11 @@ def test_an_instance_removed_for_good_its_partitions_go_to_the_survivor(
     report(f"an instance removed for good (SIGTERM, never back), {membership} members", took)
     # Stop the survivor for good as well: the group has no member left and lag --watch says so.
     assert b.stop() == 0
-    wait_until(lambda: watch_unowned(b_files[0], group) == parts, timeout=TAKEOVER_BOUND_S, what="unowned")
+    wait_until(
+        lambda: watch_unowned(tmp_path / "b.properties", group) == parts,
+        timeout=TAKEOVER_BOUND_S,
+        what="unowned",
+    )
 
 
 REMOVE_TOOL = Path(__file__).resolve().parents[3] / "tools" / "RemoveStaticMembers.java"
