@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-outage \
+.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-revisions bench-outage \
 	bench-restarts bench-peers bench-behaviour clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
@@ -104,6 +104,9 @@ bench-groups: install ## cost of the failover offset sync (--groups on vs off) -
 
 bench-provenance: install ## cost of provenance headers (--provenance.header.enable on vs off) -> docs/benchmarks.md
 	$(BENCH) bench/provenance.py --write docs/benchmarks.md
+
+bench-revisions: install ## the hot path across a change: kmirror at BASE (a git revision, default HEAD) vs the working tree -> docs/benchmarks.md
+	$(BENCH) bench/revisions.py --base $(or $(BASE),HEAD) --write docs/benchmarks.md
 
 bench-outage: install ## memory of a stream during a target outage -> docs/benchmarks.md
 	$(BENCH) bench/outage_memory.py --write docs/benchmarks.md
