@@ -20,10 +20,11 @@ The contenders run interleaved (A B C A B C ...), `--repeat` times each:
 default) the interleaving also runs Kafka's own `kafka-producer-perf-test` (to a fresh target) and
 `kafka-consumer-perf-test` (from the source), their rates as they print them (bench/peers_limits.py).
 
-Both MirrorMaker 1 and kmirror commit every `--commit-ms` (500 ms; both default to 60 s, which would
-make "committed" mean "the next minute"). The yardstick is the same for all: the target's end offsets,
-sampled every 50 ms from outside. Rate = records / time from the first record on the target until the
-last one is there (and, for MirrorMaker 1 and kmirror, until their source group has committed every
+Both MirrorMaker 1 and kmirror commit every 500 ms (COMMIT_MS; both default to 60 s, which would make
+"committed" mean "the next minute"). Every mirror writes to the target uncompressed (its producer's
+default), whatever `--compression` the source has. The yardstick is the same for all: the target's end
+offsets, sampled every 50 ms from outside. Rate = records / time from the first record on the target
+until the last one is there (and, for MirrorMaker 1 and kmirror, until their source group has committed every
 record), so process start, Connect's start and group joins count for no one; the seconds from process
 start to the end are shown beside. CPU = user + system seconds of the mirror's whole process tree
 (/proc/<pid>/stat, reaped children included) between the first record on the target and the end, per
@@ -31,7 +32,8 @@ million records. Peak RSS = the sum of every process' VmHWM in the tree at the e
 
 With `--latency` (the default), after the throughput runs: end-to-end latency p50/p99 of each mirror at a
 steady `--latency-rate` records/s (2000) for `--latency-seconds` (30) after `--latency-warmup` seconds
-(5), on a fresh source and target per run, interleaved, `--repeat` runs (bench/peers_latency.py).
+(5), on a fresh source and target per run, interleaved, `--repeat` runs (bench/peers_latency.py); then
+the same producer and reader with no mirror, the reader on the source: the method's own floor.
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/peers.py [--records-100 N] [--records-1k N]
         [--sizes 100 1000] [--compression none|lz4] [--contenders mm1 mm2 mm2-bare kmirror]
