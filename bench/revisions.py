@@ -39,7 +39,7 @@ def revision(rev: str) -> tuple[str, str]:
     git = ["git", "-C", str(REPO), "log", "-1", "--format=%h %s", rev]
     out = subprocess.run(git, check=True, capture_output=True, text=True).stdout.strip()
     commit, _, subject = out.partition(" ")
-    return commit, subject
+    return commit, subject if len(subject) <= 90 else subject[:89].rstrip() + "…"
 
 
 def unpack(rev: str, into: Path) -> Path:
