@@ -273,7 +273,7 @@ def run_latency(
             with bench_clusters(*clusters, workdir=workdir) as cs:
                 source = cs[f"source-{tag}"]
                 target = cs.get(f"target-{tag}", source)
-                for c in dict.fromkeys([source, target]):
+                for c in [source] if target is source else [source, target]:
                     create_topic(c, partitions)
                 if name == DIRECT:
                     start, stop = os.getpid, (lambda: None)
