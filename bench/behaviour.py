@@ -508,8 +508,12 @@ def failover_report(failovers: list[FailoverRun], a: argparse.Namespace, options
         failover_method(a),
         "",
         *table(failovers, PARTITIONS),
+        "",
+        "Reproduce (not part of `make bench-behaviour`, which runs the crash and the outage): `flock "
+        f"/tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py {options} --write docs/benchmarks.md`.",
+        end,
     ]
-    return closing(lines, end, "bench-behaviour", "behaviour.py", options)
+    return "\n".join(lines) + "\n"
 
 
 def report(
