@@ -225,6 +225,28 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
     return closing(lines, END, "bench-groups", "groups.py", f"--records {n} --size {size} --repeat {len(on)}")
 
 
+def paired_runs(results: dict[str, list[Result]], first: str, second: str) -> tuple[list[str], str]:
+    """Two interleaved modes run by run (a table of rate and CPU per 1000 records), and the sentence with
+    the medians (min-max) of their paired ratios, ``second`` / ``first``."""
+    a_runs, b_runs = results[first], results[second]
+    rates = [b[0] / a[0] for a, b in zip(a_runs, b_runs, strict=True)]
+    cpus = [b[1] / a[1] for a, b in zip(a_runs, b_runs, strict=True)]
+    table = [
+        f"| run | {first} rec/s | {second} rec/s | {first} CPU s / 1000 rec | {second} CPU s / 1000 rec |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} |"
+            for i, (a, b) in enumerate(zip(a_runs, b_runs, strict=True))
+        ),
+    ]
+    ratios = (
+        f"Median (min-max) of the paired ratios ({second} / {first}): throughput "
+        f"**{statistics.median(rates):.3f}** ({min(rates):.3f}-{max(rates):.3f}), CPU per record "
+        f"**{statistics.median(cpus):.3f}** ({min(cpus):.3f}-{max(cpus):.3f})."
+    )
+    return table, ratios
+
+
 def paired_main(
     doc: str | None,
     name: str,

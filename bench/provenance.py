@@ -14,7 +14,6 @@ per 1000 records, the steadier figure on a shared machine).
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -43,9 +42,7 @@ def run(n: int, size: int, repeat: int, workdir: Path) -> dict[str, list[Result]
 
 
 def report(results: dict[str, list[Result]], n: int, size: int) -> str:
-    off, on = results["off"], results["on"]
-    rates = [b[0] / a[0] for a, b in zip(off, on, strict=True)]
-    cpus = [b[1] / a[1] for a, b in zip(off, on, strict=True)]
+    table, ratios = groups.paired_runs(results, "off", "on")
     lines = [
         BEGIN,
         "## Provenance headers: `--provenance.header.enable` on versus off",
@@ -56,25 +53,17 @@ def report(results: dict[str, list[Result]], n: int, size: int) -> str:
         "target. "
         "CPU = user + system time of every kmirror process.",
         "",
-        "| run | off rec/s | on rec/s | off CPU s / 1000 rec | on CPU s / 1000 rec |",
-        "|---|---|---|---|---|",
-    ]
-    for i, (a, b) in enumerate(zip(off, on, strict=True)):
-        lines.append(f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} |")
-    lines += [
+        *table,
         "",
-        f"Median (min-max) of the paired ratios (on / off): throughput **{statistics.median(rates):.3f}** "
-        f"({min(rates):.3f}-{max(rates):.3f}), CPU per record **{statistics.median(cpus):.3f}** "
-        f"({min(cpus):.3f}-{max(cpus):.3f}). The per-record work with it on: look for the header among the "
+        f"{ratios} The per-record work with it on: look for the header among the "
         "record's own, format `CLUSTER/PARTITION/OFFSET/TOPIC` and append it (`Stamp` in "
         "`worker/src/kmirror/lineage/provenance.py`; about 0.3 µs a record in a micro-benchmark); the rest "
         "is the header itself, which librdkafka encodes and sends with every record: about 50 bytes here "
         "(the header name, a 22-character cluster id, partition, offset and topic), half again the size of a "
         "100 B record. With it off the record's path is one `if` longer.",
     ]
-    return closing(
-        lines, END, "bench-provenance", "provenance.py", f"--records {n} --size {size} --repeat {len(on)}"
-    )
+    options = f"--records {n} --size {size} --repeat {len(results['on'])}"
+    return closing(lines, END, "bench-provenance", "provenance.py", options)
 
 
 def main() -> int:

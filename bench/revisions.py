@@ -15,7 +15,6 @@ every record; user + system time of all kmirror processes per 1000 records).
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -72,9 +71,7 @@ def run(n: int, size: int, repeat: int, workdir: Path, base_src: Path) -> dict[s
 
 
 def report(results: dict[str, list[Result]], n: int, size: int, base: str, tree: str) -> str:
-    old, new = results["base"], results["tree"]
-    rates = [b[0] / a[0] for a, b in zip(old, new, strict=True)]
-    cpus = [b[1] / a[1] for a, b in zip(old, new, strict=True)]
+    table, ratios = groups.paired_runs(results, "base", "tree")
     commit, subject = revision(base)
     lines = [
         BEGIN,
@@ -86,18 +83,11 @@ def report(results: dict[str, list[Result]], n: int, size: int, base: str, tree:
         "(base, tree / tree, base), each with a fresh target. CPU = user + system time of every kmirror "
         "process.",
         "",
-        "| run | base rec/s | tree rec/s | base CPU s / 1000 rec | tree CPU s / 1000 rec |",
-        "|---|---|---|---|---|",
-    ]
-    for i, (a, b) in enumerate(zip(old, new, strict=True)):
-        lines.append(f"| {i} | {a[0]:,.0f} | {b[0]:,.0f} | {a[1]:.4f} | {b[1]:.4f} |")
-    lines += [
+        *table,
         "",
-        f"Median (min-max) of the paired ratios (tree / base): throughput **{statistics.median(rates):.3f}** "
-        f"({min(rates):.3f}-{max(rates):.3f}), CPU per record **{statistics.median(cpus):.3f}** "
-        f"({min(cpus):.3f}-{max(cpus):.3f}).",
+        ratios,
     ]
-    options = f"--base {commit} --records {n} --size {size} --repeat {len(new)}"
+    options = f"--base {commit} --records {n} --size {size} --repeat {len(results['tree'])}"
     return closing(lines, END, f"bench-revisions BASE={commit}", "revisions.py", options)
 
 
