@@ -21,6 +21,19 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, but an option given ``--`` as its value (``--exclude=--``) is refused: this
+        Python's argparse drops that ``--`` and leaves the option an empty list, which no command
+        expects (newer Pythons keep ``--`` as the value; a release apart, the line means two things)."""
+        ns, extras = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            single = type(action) is argparse._StoreAction and action.nargs is None and action.default != []
+            if single and action.option_strings and getattr(ns, action.dest, None) == []:
+                self.error(f"argument {'/'.join(action.option_strings)}: expected one argument, not --")
+        return ns, extras
+
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         """As argparse's, but a closed stdout is not ignored: a help text longer than the output buffer
         would otherwise end with exit 0 half written (:func:`kmirror.errors.stdout_closed_quietly`)."""
