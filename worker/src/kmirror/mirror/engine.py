@@ -103,15 +103,6 @@ class Stream:
         # --provenance.header.enable: the origin header each copy carries (kmirror.lineage.provenance).
         self._stamp: Stamp | None = None
 
-    @property
-    def on_rebalanced(self) -> Callable[[], None] | None:
-        """Told after each assignment (the runner)."""
-        return self.membership.on_rebalanced
-
-    @on_rebalanced.setter
-    def on_rebalanced(self, told: Callable[[], None] | None) -> None:
-        self.membership.on_rebalanced = told
-
     def _stopping(self) -> bool:
         return self._stop
 

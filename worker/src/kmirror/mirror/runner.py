@@ -89,7 +89,7 @@ def run_stream(
     called after each rebalance that gave the stream its (incremental) assignment. `interrupt`: SIGINT
     stops it too (False in a stream process: Ctrl-C reaches the supervisor, which stops them in turn)."""
     stream = Stream(spec, report=report)
-    stream.on_rebalanced = rebalances
+    stream.membership.on_rebalanced = rebalances
 
     def stop(signum: int, frame: FrameType | None) -> None:
         log.info(
