@@ -51,6 +51,7 @@ from kmirror.mirror.placement import Placement
 from kmirror.mirror.reach import Reachability
 from kmirror.mirror.repeats import Repeats, repeats
 from kmirror.mirror.spec import (
+    IDLE_WAIT_S,
     REPORT_INTERVAL_S,
     STATISTICS_INTERVAL_MS,
     Failure,
@@ -294,6 +295,7 @@ class Stream:
         )
         hashed = placement.hashed  # updated in place by the placement
         batch_size = spec.batch_size
+        rest = batch_size - 1
         snap = self.snap
         commit_every = spec.commit_interval_ms / 1000
         refresh_every = spec.topic_refresh_ms / 1000
@@ -306,7 +308,13 @@ class Stream:
         dest = None if spec.rename.identity else placement.dest  # updated in place by the placement
         headers: Headers | None
         while not self._stop:
-            batch = consume(batch_size, 0.2)
+            # What is fetched already, at once; when nothing is, wait for the first record, then take
+            # what came with it (IDLE_WAIT_S: a batch never waits to fill up).
+            batch = consume(batch_size, 0)
+            if not batch:
+                batch = consume(1, IDLE_WAIT_S)
+                if batch and rest:
+                    batch += consume(rest, 0)
             events = 0  # consumer events among the records (errors, offset resets): not records
             for m in batch:
                 if m.error() is not None:

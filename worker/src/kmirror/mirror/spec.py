@@ -66,6 +66,10 @@ class Failure:
 
 STATISTICS_INTERVAL_MS = 5000  # librdkafka statistics (bytes, queue depth, lag) for metrics and stats lines
 REPORT_INTERVAL_S = 2.0  # how often a stream hands its snapshot to the metrics collector
+# The loop takes what the consumer has fetched without waiting; only when it has nothing does it wait, this
+# long at most, for the first record (so the loop's timers run while the source is quiet). A batch is never
+# held back to fill up: a record is handed to the producer as soon as the consumer has it.
+IDLE_WAIT_S = 0.2
 # Waiting for the target this long without a single acknowledgement: the stream is blocked (reading
 # paused, logged, kmirror_target_blocked_seconds > 0). Short waits of a busy target are back-pressure.
 BLOCKED_AFTER_S = 5.0
