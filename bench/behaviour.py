@@ -27,7 +27,7 @@ duplicated = copies beyond the first; catch-up = seconds from the restart (the t
 every record produced before the kill (before the target returned) is on the target.
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/behaviour.py [--scenarios kill outage]
-        [--repeat 2] [--outage 130] [--rate 1000] [--write docs/benchmarks.md] [--from-log LOG ...]
+        [--repeat 2] [--outage 300] [--rate 1000] [--write docs/benchmarks.md] [--from-log LOG ...]
         [--scenarios failover --commits 3 --sync-s 5 --failover-wait 15]
 """
 
@@ -75,6 +75,7 @@ PARTITIONS = 6
 RECORD_BYTES = 100
 SETTLE_S = 5.0
 RUN_PREFIX = "RUN "
+FIVE_MINUTES_S = 300  # the outage issue 21 asks for
 FAILOVER_PREFIX = "FAILOVER "
 CONTENDERS = ("MirrorMaker 1", "MirrorMaker 2", "kmirror")  # interleaved in this order
 SCENARIOS = ("kill", "outage", "failover")
@@ -288,6 +289,14 @@ class Run:
     process: str  # "survived", or "exited (code N) after X s of the outage; restarted"
     load: float  # 1-minute load average as the run started
     note: str = ""  # a setting of this run beside the section's (MirrorMaker 2's offset flush interval)
+    outage_s: float | None = (
+        None  # outage: seconds the target was down (None: a log from before it was noted)
+    )
+
+    @property
+    def label(self) -> str:
+        """The scenario column: an outage says how long it lasted."""
+        return f"outage {self.outage_s:.0f} s" if self.scenario == "outage" else self.scenario
 
 
 def wait(cond: Callable[[], object], timeout: float, what: str) -> None:
@@ -401,6 +410,7 @@ def fault_and_count(
         process=process,
         load=load,
         note=f"offset flush every {a.mm2_flush_ms} ms" if a.mm2_flush_ms and name == "MirrorMaker 2" else "",
+        outage_s=a.outage if scenario == "outage" else None,
     )
 
 
@@ -453,7 +463,7 @@ def failover_and_count(
 def describe(r: Run) -> str:
     catch = f"{r.catch_up_s:.1f} s" if r.catch_up_s is not None else "not caught up"
     return (
-        f"{r.scenario:7} {r.contender:14} {r.note} #{r.attempt}: {r.produced} produced, {r.missing} missing, "
+        f"{r.label:7} {r.contender:14} {r.note} #{r.attempt}: {r.produced} produced, {r.missing} missing, "
         f"{r.duplicated} duplicated, catch-up {catch}, {r.process} (load {r.load:.1f})"
     )
 
@@ -524,6 +534,17 @@ def report(
         return failover_report(failovers, a, options)
     begin, end = markers(NAME)
     title = "a crash, a target outage and a failover" if failovers else "a crash and a target outage"
+    outages = sorted({r.outage_s for r in runs if r.outage_s is not None}) or [a.outage]
+    spans = " or ".join(f"{s:.0f} s" for s in outages) + (
+        " (the scenario column says which)" if len(outages) > 1 else ""
+    )
+    longest_note = (
+        "The 5-minute outage is the one the issue asks for. "
+        if max(outages) >= FIVE_MINUTES_S
+        else f"**The issue asks for a 5-minute outage; {max(outages):.0f} s is what fitted the time of this "
+        "measurement**: a longer outage should change the backlog, not the outcome, which this run does not "
+        "prove. "
+    )
     lines = [
         begin,
         f"## Behaviour side by side with MirrorMaker 1 and MirrorMaker 2: {title}",
@@ -544,13 +565,12 @@ def report(
         "reader follows the whole target topic. **kill**: after the mirror has copied for "
         f"{a.copy_before:.0f} s, kill -9 of its process group, started again at once with the same "
         f"configuration. **outage**: after {a.copy_before:.0f} s of copying, the target's broker is stopped "
-        f"for {a.outage:.0f} s (SIGTERM), then started again; a mirror that exited is started again. **The "
-        f"issue asks for a 5-minute outage; {a.outage:.0f} s is what fitted the time of this "
-        "measurement.** It is longer than the Java producer's default delivery.timeout.ms (120 s), but none "
-        "of the three has "
-        "that deadline here: MirrorMaker 1 sets delivery.timeout.ms=2147483647 itself and MirrorMaker 2's "
-        "task producers have it too (both logs show it), kmirror sets message.timeout.ms=0 (never); so a "
-        "longer outage should change the backlog, not the outcome, which this run does not prove. "
+        f"for {spans} (SIGTERM), then started again; a mirror that exited is started again. "
+        f"{'Each is' if len(outages) > 1 else 'It is'} longer than the Java producer's default "
+        "delivery.timeout.ms (120 s), but none of the three has that deadline here: MirrorMaker 1 sets "
+        "delivery.timeout.ms=2147483647 itself and MirrorMaker 2's task producers have it too (both logs "
+        "show it), kmirror sets message.timeout.ms=0 (never). "
+        f"{longest_note}"
         f"Traffic goes on {a.tail:.0f} s after the restart / the target's return. "
         "Missing = records produced and never on the target; duplicated = copies beyond the first; catch-up "
         "= seconds from the restart (kill) or the target's return (outage) until every record produced "
@@ -567,7 +587,7 @@ def report(
     for r in runs:
         catch = f"{r.catch_up_s:.1f}" if r.catch_up_s is not None else f"not within {a.catch_up_timeout:.0f}"
         lines.append(
-            f"| {r.scenario} | {r.contender}{f' ({r.note})' if r.note else ''} | {r.attempt + 1} | "
+            f"| {r.label} | {r.contender}{f' ({r.note})' if r.note else ''} | {r.attempt + 1} | "
             f"{r.produced:,} | {r.missing:,} | "
             f"{r.duplicated:,} | {catch} | {process(r)} | {r.load:.1f} |"
         )
@@ -587,12 +607,19 @@ def report(
     lines += why if runs else []
     if failovers:
         lines += ["", failover_method(a), "", *table(failovers, PARTITIONS)]
-        lines += ["", "Not in this section (issue 21 asks for it): a 5-minute outage."]
-    else:
+    elif runs:
         lines += [
             "",
-            "Not in this section (issue 21 asks for it): a 5-minute outage. An application group failing "
-            "over to the target has its own section (`--scenarios failover`).",
+            "An application group failing over to the target has its own section (`--scenarios failover`).",
+        ]
+    if max(outages) < FIVE_MINUTES_S:
+        lines += ["", "Not in this section (issue 21 asks for it): a 5-minute outage."]
+    if others := [s for s in outages if s != a.outage]:
+        lines += [
+            "",
+            "The rows of the " + " and ".join(f"{s:.0f} s" for s in others) + " outage come from an earlier "
+            "run of this bench with `--outage " + " / ".join(f"{s:g}" for s in others) + "`; the runs' logs "
+            "were rendered together with `--from-log`.",
         ]
     if notes := sorted({r.note for r in runs if r.note}):
         lines += [
@@ -611,7 +638,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per scenario and contender, interleaved")
     ap.add_argument("--rate", type=int, default=1000, help="records per second produced to the source")
     ap.add_argument("--copy-before", type=float, default=10.0, help="seconds of copying before the fault")
-    ap.add_argument("--outage", type=float, default=130.0, help="seconds the target is down")
+    ap.add_argument("--outage", type=float, default=300.0, help="seconds the target is down")
     ap.add_argument("--tail", type=float, default=10.0, help="seconds of traffic after the restart")
     ap.add_argument(
         "--commit-ms", type=int, default=500, help="MirrorMaker 1's and kmirror's commit interval"
@@ -635,6 +662,10 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, help="keep the logs of clusters and mirrors here (default: a "
                     "temporary directory, removed)")  # fmt: skip
     ap.add_argument("--from-log", type=Path, nargs="+", help="render the RUN lines of earlier runs' output")
+    ap.add_argument(
+        "--logged-outage", type=float, default=130.0,
+        help="--from-log: the outage of RUN lines that do not state theirs (logs from before it was noted)",
+    )  # fmt: skip
     a = ap.parse_args()
     runs: list[Run] = []
     failovers: list[FailoverRun] = []
@@ -642,13 +673,17 @@ def main() -> int:
         for log in a.from_log:
             for line in log.read_text().splitlines():
                 if line.startswith(RUN_PREFIX):
-                    runs.append(Run(**json.loads(line.removeprefix(RUN_PREFIX))))
+                    run = Run(**json.loads(line.removeprefix(RUN_PREFIX)))
+                    if run.scenario == "outage" and run.outage_s is None:
+                        run.outage_s = a.logged_outage
+                    runs.append(run)
                 elif line.startswith(FAILOVER_PREFIX):
                     failovers.append(FailoverRun(**json.loads(line.removeprefix(FAILOVER_PREFIX))))
         failovers.sort(key=lambda r: (r.attempt, CONTENDERS.index(r.contender)))
         runs.sort(
             key=lambda r: (
                 ["kill", "outage"].index(r.scenario),
+                r.outage_s or 0.0,
                 r.note,
                 r.attempt,
                 CONTENDERS.index(r.contender),
