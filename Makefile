@@ -111,8 +111,9 @@ bench-revisions: install ## the hot path across a change: kmirror at BASE (a git
 bench-outage: install ## memory of a stream during a target outage -> docs/benchmarks.md
 	$(BENCH) bench/outage_memory.py --write docs/benchmarks.md
 
-bench-peers: install ## kmirror vs MirrorMaker 1 (3.9) and MirrorMaker 2 (4.3) on the same clusters -> docs/benchmarks.md
+bench-peers: install ## kmirror vs MirrorMaker 1 (3.9) and MirrorMaker 2 (4.3), uncompressed and lz4 (hours) -> docs/benchmarks.md
 	$(BENCH) bench/peers.py --write docs/benchmarks.md
+	$(BENCH) bench/peers.py --compression lz4 --write docs/benchmarks.md
 
 bench-behaviour: install ## kill -9 and a target outage: kmirror vs MirrorMaker 1 and 2, records missing/duplicated -> docs/benchmarks.md
 	$(BENCH) bench/behaviour.py --write docs/benchmarks.md

@@ -65,7 +65,12 @@ from throughput import GROUP_SETTINGS, QUIET, TOPIC, Committed, bench_clusters, 
 from kmirror.testing.mirrormakers import MM1_LINE, MM2_LINE, MirrorMaker1, MirrorMaker2, tree_usage
 from kmirror.testing.mirrors import mirror_files, run_command
 
-BEGIN, END = markers("peers")
+
+def section_name(compression: str) -> str:
+    """One section per compression (`make bench-peers` runs both): peers, peers-lz4."""
+    return "peers" if compression == "none" else f"peers-{compression}"
+
+
 MM2_BARE = "MirrorMaker 2 (heartbeats and checkpoints off)"
 CONTENDERS = {"mm1": "MirrorMaker 1", "mm2": "MirrorMaker 2", "mm2-bare": MM2_BARE, "kmirror": "kmirror"}
 SHORT = {"MirrorMaker 1": "MM1", "MirrorMaker 2": "MM2", MM2_BARE: "MM2 bare", "kmirror": "kmirror"}
@@ -324,8 +329,9 @@ def report(
     mirrors = [CONTENDERS[c] for c in a.contenders]
     order = [SHORT[m] for m in mirrors] + (["producer perf tool", "consumer perf tool"] if a.limits else [])
     compressed = "uncompressed" if a.compression == "none" else a.compression + " on the source"
+    begin, end = markers(section_name(a.compression))
     lines = [
-        BEGIN,
+        begin,
         f"## Side by side with MirrorMaker 1 and MirrorMaker 2 ({runs_text}, {compressed}, "
         f"{a.partitions} partitions, {a.repeat} runs each)",
         "",
@@ -449,7 +455,7 @@ def report(
                 f"{statistics.median(r.records for r in ls):,.0f} | "
                 f"{'all' if kept == total else 'NOT all:'} {kept:,} of {total:,} |"
             )
-    return closing(lines, END, "bench-peers", "peers.py", options)
+    return closing(lines, end, "bench-peers", "peers.py", options)
 
 
 def from_log(
@@ -480,8 +486,8 @@ def names_of(a: argparse.Namespace) -> list[str]:
 
 def main() -> int:
     ap = parser(__doc__)
-    ap.add_argument("--records-100", type=int, default=1_000_000)
-    ap.add_argument("--records-1k", type=int, default=300_000)
+    ap.add_argument("--records-100", type=int, default=3_000_000)
+    ap.add_argument("--records-1k", type=int, default=3_000_000)
     ap.add_argument("--sizes", type=int, nargs="+", choices=[100, 1000], default=[100, 1000])
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--compression", choices=["none", "lz4"], default="none")
@@ -545,7 +551,7 @@ def main() -> int:
         )
         + [f"--repeat {a.repeat}"]
     )
-    return publish(report(results, counts, latency, a, options), a.write, "peers")
+    return publish(report(results, counts, latency, a, options), a.write, section_name(a.compression))
 
 
 if __name__ == "__main__":
