@@ -32,12 +32,13 @@ million records. Peak RSS = the sum of every process' VmHWM in the tree at the e
 
 With `--latency` (the default), after the throughput runs: end-to-end latency p50/p99 of each mirror at a
 steady `--latency-rate` records/s (2000) for `--latency-seconds` (30) after `--latency-warmup` seconds
-(5), on a fresh source and target per run, interleaved, `--repeat` runs (bench/peers_latency.py); then
-the same producer and reader with no mirror, the reader on the source: the method's own floor.
+(30: the fresh brokers' JIT compilers settle first; with 5, every p99 measured the JIT), on a fresh source
+and target per run, interleaved, `--repeat` runs (bench/peers_latency.py); then the same producer and
+reader with no mirror, the reader on the source: the method's own floor.
 
     flock /tmp/kmirror-bench.lock .venv/bin/python bench/peers.py [--records-100 N] [--records-1k N]
         [--sizes 100 1000] [--compression none|lz4] [--contenders mm1 mm2 mm2-bare kmirror]
-        [--no-limits] [--no-latency] [--latency-rate 2000] [--latency-seconds 30] [--latency-warmup 5]
+        [--no-limits] [--no-latency] [--latency-rate 2000] [--latency-seconds 30] [--latency-warmup 30]
         [--repeat 3] [--write FILE]
 """
 
@@ -504,7 +505,7 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--latency-rate", type=int, default=2000, help="records/s of the latency runs (2000)")
     ap.add_argument("--latency-seconds", type=float, default=30, help="seconds counted per latency run (30)")
-    ap.add_argument("--latency-warmup", type=float, default=5, help="seconds at that rate not counted (5)")
+    ap.add_argument("--latency-warmup", type=float, default=30, help="seconds at that rate not counted (30)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per contender; median and spread reported")
     ap.add_argument("--write", type=Path, help="replace the peers section of this markdown file")
     ap.add_argument("--from-log", type=Path, help=argparse.SUPPRESS)  # re-render a previous run's lines
