@@ -13,7 +13,13 @@ from confluent_kafka import Message
 
 from kmirror.mirror.clients import Clients
 from kmirror.mirror.failures import SendFailures
-from kmirror.mirror.spec import BLOCKED_AFTER_S, KEEPALIVE_INTERVAL_S, REPORT_INTERVAL_S, StreamSpec
+from kmirror.mirror.spec import (
+    ACK_POLL_S,
+    BLOCKED_AFTER_S,
+    KEEPALIVE_INTERVAL_S,
+    REPORT_INTERVAL_S,
+    StreamSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,7 @@ class TargetWaits:
                 if deadline is None and self.blocked_since is not None and self.stopping():
                     return False  # a stop request during an outage: the caller commits nothing past this
                 for p in producers:
-                    p.poll(0.05)
+                    p.poll(ACK_POLL_S)
                 if self.failures.failure is not None:
                     return False
                 now = time.monotonic()
