@@ -49,7 +49,6 @@ import contextlib
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,7 +60,16 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from peers_latency import FETCH_WAIT_MS, Latency, steady_latency
 from peers_limits import CONSUMER_TOOL, LIMITS, PRODUCER_TOOL, Limit, consumer_limit, producer_limit
 from sections import closing, kafka_version, machine_note, markers, parser, publish
-from throughput import GROUP_SETTINGS, QUIET, TOPIC, Committed, bench_clusters, create_topic, fill, stop_group
+from throughput import (
+    GROUP_SETTINGS,
+    QUIET,
+    TOPIC,
+    Committed,
+    bench_clusters,
+    create_topic,
+    fill,
+    process_group,
+)
 
 from kmirror.testing.mirrormakers import MM1_LINE, MM2_LINE, MirrorMaker1, MirrorMaker2, tree_usage
 from kmirror.testing.mirrors import mirror_files, run_command
@@ -179,20 +187,7 @@ def launch(
         cfile, pfile = mirror_files(workdir, group, source, target, GROUP_SETTINGS)
         cmd = run_command(cfile, pfile, TOPIC, "--num.streams", str(STREAMS), "--offset.commit.interval.ms",
                           str(COMMIT_MS), "--stats.interval.ms", "600000")  # fmt: skip
-        procs: list[subprocess.Popen[bytes]] = []
-
-        def spawn() -> int:
-            with (workdir / f"{group}.log").open("wb") as log:
-                procs.append(
-                    subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                )
-            return procs[0].pid
-
-        def stop() -> None:
-            for p in procs:
-                stop_group(p, 60)
-
-        return spawn, stop
+        return process_group(cmd, workdir / f"{group}.log")
     if name == "MirrorMaker 1":
         tool = MirrorMaker1(workdir / group, source, target, TOPIC, group, num_streams=STREAMS,
                             commit_interval_ms=COMMIT_MS)  # fmt: skip

@@ -32,7 +32,15 @@ import groups
 from groups import Result
 from peers_latency import Latency, steady_latency
 from sections import closing, machine_note, markers, parser, publish
-from throughput import COMMIT_MS, GROUP_SETTINGS, PARTITIONS, TOPIC, bench_clusters, create_topic, stop_group
+from throughput import (
+    COMMIT_MS,
+    GROUP_SETTINGS,
+    PARTITIONS,
+    TOPIC,
+    bench_clusters,
+    create_topic,
+    process_group,
+)
 
 from kmirror.testing.mirrors import mirror_files, run_command
 
@@ -91,19 +99,7 @@ def one_latency(
                           "--stats.interval.ms", "600000")  # fmt: skip
         if mode == "base":
             cmd = ["env", f"PYTHONPATH={base_src}", *cmd]
-        procs: list[subprocess.Popen[bytes]] = []
-
-        def start() -> int:
-            with (workdir / tag / "kmirror.log").open("wb") as log:
-                procs.append(
-                    subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                )
-            return procs[0].pid
-
-        def stop() -> None:
-            for proc in procs:
-                stop_group(proc, 60)
-
+        start, stop = process_group(cmd, workdir / tag / "kmirror.log")
         return steady_latency(start, stop, source=source, target=target, partitions=PARTITIONS, rate=rate,
                               seconds=seconds, warmup=warmup, compression="none")  # fmt: skip
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -208,6 +208,23 @@ def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+
+
+def process_group(cmd: list[str], log: Path) -> tuple[Callable[[], int], Callable[[], None]]:
+    """(start, stop) of a command in its own process group, its output in ``log``: start returns the
+    pid of the group's root, stop ends the group (stop_group, 60 s)."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> int:
+        with log.open("wb") as out:
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+        return procs[0].pid
+
+    def stop() -> None:
+        for proc in procs:
+            stop_group(proc, 60)
+
+    return start, stop
 
 
 def measure(cmd: list[str], source: str, group: str, n: int, timeout: float = 600) -> Result:
