@@ -157,6 +157,7 @@ def report(
     tree: str,
     *,
     latency: list[str] | None = None,
+    latency_options: str = "",
 ) -> str:
     commit, subject = revision(base)
     lines = [
@@ -179,7 +180,7 @@ def report(
             ratios,
         ]
     lines += latency or []
-    options = f"--base {commit} --records {n} --size {size} --repeat {len(results['tree'])}"
+    options = f"--base {commit} --records {n} --size {size} --repeat {len(results['tree'])}{latency_options}"
     return closing(lines, END, f"bench-revisions BASE={commit}", "revisions.py", options)
 
 
@@ -206,13 +207,15 @@ def main() -> int:
         latency = latency_pairs(a.latency_pairs, Path(tmp) / "latency", base_src, rate=a.latency_rate,
                                 seconds=a.latency_seconds, warmup=a.latency_warmup)  # fmt: skip
     lines = latency_lines(latency, a.latency_rate, a.latency_seconds, a.latency_warmup)
-    section = report(results, a.records, a.size, a.base, a.tree, latency=lines)
-    if a.latency_pairs:
-        section = section.replace(
-            f"--repeat {a.repeat} --write",
-            f"--repeat {a.repeat} --latency-pairs {a.latency_pairs} --latency-rate {a.latency_rate} "
-            f"--latency-seconds {a.latency_seconds:g} --latency-warmup {a.latency_warmup:g} --write",
-        )
+    latency_options = (
+        f" --latency-pairs {a.latency_pairs} --latency-rate {a.latency_rate} "
+        f"--latency-seconds {a.latency_seconds:g} --latency-warmup {a.latency_warmup:g}"
+        if a.latency_pairs
+        else ""
+    )
+    section = report(
+        results, a.records, a.size, a.base, a.tree, latency=lines, latency_options=latency_options
+    )
     return publish(section, a.write, "revisions")
 
 
