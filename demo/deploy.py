@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from records import compare_table, create_topics, fill, say
+from records import add, compare_table, create_topics, fill, held_client_lines, mirrored, say
 
 from kmirror.health import lag
 from kmirror.testing.embedded import clusters
@@ -92,29 +92,32 @@ class Terraform:
             run([*self.tf, "destroy", "-auto-approve", *self.args], env=self.env, quiet=True)
 
 
-def live_traffic(bootstraps: dict[str, str], totals: dict[str, int], start: int, count: int) -> None:
-    """Keep writing to both sources for a while, in small rounds (totals grow as records are acked)."""
+def live_traffic(
+    bootstraps: dict[str, str], written: dict[str, dict[str, int]], start: int, count: int
+) -> None:
+    """Keep writing to both sources for a while, in small rounds (the counts grow as records are acked)."""
     step = max(1, count // 10)
     for first in range(start, start + count, step):
         n = min(step, start + count - first)
         for name, topics in SOURCES.items():
-            totals[name] += fill(bootstraps[name], topics, n, start=first)
+            add(written[name], fill(bootstraps[name], topics, n, start=first))
         time.sleep(0.5)
 
 
-def show_lag(bootstraps: dict[str, str], totals: dict[str, int], t0: float) -> bool:
-    """One progress line per source; True when every group has committed every record."""
+def show_lag(bootstraps: dict[str, str], written: dict[str, dict[str, int]], t0: float) -> bool:
+    """One progress line per source (mirrored of what its log holds); True when every group has committed
+    every record the demo wrote."""
     caught_up = True
     for name, topics in SOURCES.items():
         rows = lag.group_lag({"bootstrap.servers": bootstraps[name]}, f"kmirror-{name}", topics)
-        behind, done = lag.total(rows), sum(r.offset for r in rows if r.offset > 0)
+        done, behind = mirrored(rows)
         owners = sorted({r.owner.split("@")[-1] for r in rows if r.owner != "none"})
         where = f"  consumers on {', '.join(owners)}" if owners else ""
         say(
-            f"{time.monotonic() - t0:5.1f} s  {name:5} mirrored {done:>6}/{totals[name]}"
+            f"{time.monotonic() - t0:5.1f} s  {name:5} mirrored {done:>6}/{done + behind}"
             f"  lag {behind:>6}{where}"
         )
-        caught_up &= bool(rows) and behind == 0 and done == totals[name]
+        caught_up &= bool(rows) and behind == 0 and done == sum(written[name].values())
     return caught_up
 
 
@@ -130,18 +133,18 @@ def main() -> int:
     started = time.monotonic()
     run([sys.executable, str(HOSTS_PY), "prereqs"])
     run([sys.executable, str(HOSTS_PY), "loopback"])
-    with clusters("east", "west", "target", host=CONTROLLER, log_dir=work) as c:
+    with held_client_lines() as held, clusters("east", "west", "target", host=CONTROLLER, log_dir=work) as c:
         bootstraps = {name: cluster.bootstrap for name, cluster in c.items()}
         say(
             "Apache Kafka clusters: "
             + ", ".join(f"{n} {b}" for n, b in bootstraps.items())
             + f" (logs in {work})"
         )
-        totals = {}
+        written: dict[str, dict[str, int]] = {}
         for name, topics in SOURCES.items():
             create_topics(bootstraps[name], topics)
-            totals[name] = fill(bootstraps[name], topics, args.records)
-            say(f"{name}: {totals[name]} keyed records with headers in {', '.join(topics)}")
+            written[name] = fill(bootstraps[name], topics, args.records)
+            say(f"{name}: {sum(written[name].values())} keyed records with headers in {', '.join(topics)}")
 
         tf = Terraform(work, bootstraps)
         try:
@@ -182,25 +185,30 @@ def main() -> int:
 
             say(f"writing {args.live} more records per topic to both sources while the mirror runs")
             traffic = threading.Thread(
-                target=live_traffic, args=(bootstraps, totals, args.records, args.live)
+                target=live_traffic, args=(bootstraps, written, args.records, args.live)
             )
             t0 = time.monotonic()
             traffic.start()
             while True:
                 time.sleep(1)
-                caught_up = show_lag(bootstraps, totals, t0)
+                caught_up = show_lag(bootstraps, written, t0)
                 if caught_up and not traffic.is_alive():
                     break
                 if time.monotonic() - t0 > 300:
                     say("the mirror did not catch up within 300 s")
+                    held.dump()
                     return 1
             say(f"caught up {time.monotonic() - t0:.1f} s after the deployment; comparing record by record")
             identical = True
-            for name, topics in SOURCES.items():
+            for name in SOURCES:
                 say(f"{name} -> target")
-                identical &= compare_table(bootstraps[name], bootstraps["target"], list(topics), totals[name])
+                identical &= compare_table(bootstraps[name], bootstraps["target"], written[name])
+            if not identical:
+                held.dump()
             say(
-                "the target is an exact copy of both sources" if identical else "TARGET DIFFERS FROM A SOURCE"
+                "the target holds every record written to both sources, once, in order"
+                if identical
+                else "TARGET DIFFERS FROM A SOURCE"
             )
             if args.keep:
                 say(f"--keep: hosts and clusters stay up; inventory {tf.inventory}; Ctrl-C to tear down")
