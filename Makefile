@@ -64,10 +64,12 @@ lint: install ## ruff on all Python, mypy and the import layers (lint-imports) o
 	$(BIN)/python roles/kmirror_acls/files/acl_table.py --check
 	$(BIN)/python tools/role_readme.py --check
 
-# Two pytest-xdist workers, one test file each at a time: the long restart loops and the target outage mostly
-# wait, so they overlap. The test files that boot hosts hold a lock for their guests' lifetime
-# (tests/conftest.py), so they never run at the same time.
-PYTEST_PARALLEL := -n 2 --dist loadfile
+# pytest-xdist workers, one test file each at a time. Most integration tests wait (restart loops, a target
+# frozen past librdkafka's timeouts, sessions expiring), so more workers than cores overlap those waits. The
+# test files that boot hosts hold a lock for their guests' lifetime (tests/conftest.py), and so does each
+# molecule scenario of make test: hosts never boot or tear down at the same time.
+PYTEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
 unit: install ## the worker's unit tests (no brokers, ~20 s)
 	$(BIN)/pytest -q --timeout 60 worker/tests/unit
@@ -76,11 +78,23 @@ integration: install ## the worker's integration tests against real embedded bro
 	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 900 worker/tests/integration
 
 # Everything CI runs (.ci/run). One pytest run collects every test tree (pytest.ini: worker/tests, tests/ansible,
-# tests/hosts, tests/terraform). Needs root on Debian 12: tests/hosts, tests/terraform and molecule boot real
-# systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit scenarios use apt.
-test: install ansible-install terraform-install lint lint-ansible wheelhouse ## linters, every pytest tree in one run (embedded brokers, real hosts), then every molecule scenario
-	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800
-	$(MAKE) molecule
+# tests/hosts, tests/terraform, tests/demo). Needs root on Debian 12: tests/hosts, tests/terraform and molecule
+# boot real systemd-nspawn guests (the first run builds their root filesystem); tls/kerberos/audit use apt.
+# The molecule scenarios run beside pytest (one after another, their output in .state/molecule.log, shown
+# whole when one fails); the run fails when either fails. docs/testing.md: where the time goes.
+test: install ansible-install terraform-install lint lint-ansible wheelhouse ## linters, then every pytest tree (embedded brokers, real hosts) with every molecule scenario beside it
+	python3 tools/hosts.py prereqs
+	@set -o pipefail; mkdir -p .state; \
+	$(MAKE) --no-print-directory molecule > .state/molecule.log 2>&1 & lane=$$!; \
+	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800 --durations=30 $(PYTEST_ARGS) 2>&1 | tee .state/pytest.log; \
+	pytest_rc=$$?; \
+	echo "=== waiting for the molecule scenarios beside pytest (.state/molecule.log)"; \
+	wait $$lane; molecule_rc=$$?; \
+	if [ $$molecule_rc -ne 0 ]; then cat .state/molecule.log; fi; \
+	grep -E '^=== molecule scenario .* (passed|FAILED)' .state/molecule.log; \
+	tail -n 1 .state/molecule.log; \
+	grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed).* in ' .state/pytest.log | tail -n 1; \
+	[ $$pytest_rc -eq 0 ] && [ $$molecule_rc -eq 0 ]
 
 # The cluster options of roles/kmirror_config/meta/argument_specs.yml and terraform/modules/inventory/
 # cluster_definition.tf, from roles/kmirror_config/files/cluster_definition.yml (checked by make lint).

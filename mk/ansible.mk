@@ -18,6 +18,10 @@ ANSIBLE_LINT_PATHS := roles playbooks $(addprefix molecule/,$(MOLECULE_SCENARIOS
 # molecule shells out to ansible-playbook and ansible-config: run it as from an activated venv.
 MOLECULE_ENV := PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
+# Held by each molecule scenario and by the pytest files that boot hosts (tests/conftest.py), so guests
+# never boot or tear down at the same time when make test runs molecule beside pytest.
+HOST_TESTS_LOCK := /tmp/kmirror-pytest-hosts.lock
+
 .PHONY: ansible-install lint-ansible test-ansible molecule wheelhouse
 
 $(ANSIBLE_STAMP): requirements-ansible.txt $(STAMP)
@@ -49,15 +53,18 @@ test-ansible: ansible-install ## fast tests of the deployment toolkit (tests/ans
 
 molecule: ansible-install ## every molecule scenario on real systemd-nspawn guests, one after another (root)
 	python3 tools/hosts.py prereqs
-	@failed=""; \
+	@failed=""; passed=0; \
 	for s in $(MOLECULE_SCENARIOS); do \
 		echo "=== molecule scenario $$s"; \
 		start=$$(date +%s); \
-		if $(MOLECULE_ENV) $(BIN)/molecule test -s $$s; then \
+		if flock $(HOST_TESTS_LOCK) $(MOLECULE_ENV) $(BIN)/molecule test -s $$s; then \
+			passed=$$((passed + 1)); \
 			echo "=== molecule scenario $$s passed in $$(( $$(date +%s) - start )) s"; \
 		else \
 			failed="$$failed $$s"; \
-			$(MOLECULE_ENV) $(BIN)/molecule destroy -s $$s || true; \
+			echo "=== molecule scenario $$s FAILED after $$(( $$(date +%s) - start )) s"; \
+			flock $(HOST_TESTS_LOCK) $(MOLECULE_ENV) $(BIN)/molecule destroy -s $$s || true; \
 		fi; \
 	done; \
-	if [ -n "$$failed" ]; then echo "molecule scenarios failed:$$failed"; exit 1; fi
+	echo "molecule: $$passed passed, $$(echo $$failed | wc -w) failed$${failed:+ (}$${failed# }$${failed:+)}"; \
+	[ -z "$$failed" ]

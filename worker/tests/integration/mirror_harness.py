@@ -264,13 +264,14 @@ def mirror_worker(
     streams: int,
     *extra: str,
     group: str = "mirror",
+    consumer_extra: str = "",
 ) -> Worker:
     """`kmirror run` of the topics whitelist matches from src to tgt in a number of streams, with run_args'
-    settings and any extra arguments; the consumer group is group."""
+    settings and any extra arguments; the consumer group is group, consumer_extra ends its consumer file."""
     return Worker(
         tmp_path,
         run_args(
-            consumer_file(tmp_path, src, group),
+            consumer_file(tmp_path, src, group, consumer_extra),
             producer_file(tmp_path, tgt),
             "--whitelist",
             whitelist,

@@ -1,0 +1,46 @@
+"""A pytest plugin: at the end of a run, where the time went, one line per test file.
+
+Loaded by pytest.ini (``-p pytest_file_times``). With pytest-xdist the reports reach the controller, so
+the table covers both workers. Each row: the file's wall time summed over its tests (setup, call and
+teardown: a fixture that starts clusters counts), its number of tests and its slowest test. docs/testing.md
+keeps the table of a whole ``make test`` run; the run's own table is at the end of CI's output.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+ROWS = 25
+
+_total: dict[str, float] = defaultdict(float)
+_tests: dict[str, set[str]] = defaultdict(set)
+_slowest: dict[str, tuple[float, str]] = {}
+_per_test: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _total[path] += report.duration
+    _tests[path].add(report.nodeid)
+    _per_test[report.nodeid] += report.duration
+    spent = _per_test[report.nodeid]
+    if spent > _slowest.get(path, (0.0, ""))[0]:
+        _slowest[path] = (spent, report.nodeid.split("::", 1)[-1])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _total:
+        return
+    ranked = sorted(_total.items(), key=lambda kv: -kv[1])
+    terminalreporter.section(f"time per test file (the {min(ROWS, len(ranked))} slowest of {len(ranked)})")
+    terminalreporter.write_line(f"{'seconds':>8} {'tests':>5}  file  (slowest test, seconds)")
+    for path, seconds in ranked[:ROWS]:
+        slow, name = _slowest[path]
+        terminalreporter.write_line(
+            f"{seconds:8.1f} {len(_tests[path]):5d}  {path}  ({name[:60]}, {slow:.1f})"
+        )
+    rest = sum(s for _, s in ranked[ROWS:])
+    terminalreporter.write_line(f"{rest:8.1f}        the other {max(0, len(ranked) - ROWS)} files")
+    terminalreporter.write_line(f"{sum(_total.values()):8.1f}        all files (summed over the workers)")
