@@ -114,13 +114,13 @@ def test_failover_with_the_source_gone_ignores_forged_copies(
         [
             forged(
                 replace(make_records(TOPIC, 1, 1)[0], value=b"planted"),
-                b"attacker/0/10500/%s" % TOPIC.encode(),
+                b"attacker/0/0/%s" % TOPIC.encode(),
             )
         ],
     )
     # ...and the hostile producer's record on the source, at the translation point, then 10,000 more.
     rest = make_records(TOPIC, 1, 10_000, start=501)
-    produce(src, [forged(make_records(TOPIC, 1, 1, start=500)[0], b"attacker/0/10500/orders"), *rest])
+    produce(src, [forged(make_records(TOPIC, 1, 1, start=500)[0], b"attacker/0/0/orders"), *rest])
     commit_offsets(src, "app", {(TOPIC, 0): 510})
     w = mirror_worker(tmp_path, src, tgt, TOPIC, 1, *groups)  # another run: no exact interpolation
     workers.append(w)
