@@ -31,7 +31,7 @@ def link_only(batches: Iterator[Batch], side: int, target_id: str, topic: str) -
     with their own headers only."""
     back = (target_id + "/").encode()
     peers = peer_ids(DEFAULT_PEERS, "", target_id)
-    name = topic.encode()
+    topic_name = topic.encode()
     for offsets, stamps, keys, values, headers in batches:
         keep: list[bool] = []
         own: list[object] = []
@@ -47,7 +47,7 @@ def link_only(batches: Iterator[Batch], side: int, target_id: str, topic: str) -
                         rest.append((name, value))
                 hs = rest or None
             if side == SOURCE:
-                keep.append(origin is None or judge(origin, name, peers) != SKIP)
+                keep.append(origin is None or judge(origin, topic_name, peers) != SKIP)
             else:
                 keep.append(origin is not None and not origin.startswith(back))
             own.append(hs)
