@@ -3,7 +3,9 @@
 With ``kmirror run --provenance.header.enable`` a cluster holds records written on it and copies stamped
 with their origin (:mod:`kmirror.lineage.provenance`). The audit of the link source -> target compares:
 
-* on the source, every record but those whose origin is the target (the mirror never copies them back);
+* on the source, every record but those whose origin header is honoured and names the target (the mirror
+  never copies them back; a header it does not honour is replaced and the record copied:
+  :func:`kmirror.lineage.provenance.judge` with the default peers, the target);
 * on the target, the copies: records with an origin header that is not the target's own (records
   written on the target carry none);
 
@@ -18,15 +20,18 @@ from itertools import compress
 import numpy as np
 
 from kmirror.audit.scope import SOURCE
-from kmirror.lineage.provenance import HEADER
+from kmirror.lineage.provenance import DEFAULT_PEERS, HEADER, SKIP, judge, peer_ids
 
 # offsets, timestamps, keys, values, headers (kmirror.audit.source.RecordBatch)
 Batch = tuple[list[int], np.ndarray, list, list, list]
 
 
-def link_only(batches: Iterator[Batch], side: int, target_id: str) -> Iterator[Batch]:
-    """The records of each batch that this link copies (or copied), with their own headers only."""
+def link_only(batches: Iterator[Batch], side: int, target_id: str, topic: str) -> Iterator[Batch]:
+    """The records of each batch (of ``topic``, as named on the source) that this link copies (or copied),
+    with their own headers only."""
     back = (target_id + "/").encode()
+    peers = peer_ids(DEFAULT_PEERS, "", target_id)
+    topic_name = topic.encode()
     for offsets, stamps, keys, values, headers in batches:
         keep: list[bool] = []
         own: list[object] = []
@@ -42,7 +47,7 @@ def link_only(batches: Iterator[Batch], side: int, target_id: str) -> Iterator[B
                         rest.append((name, value))
                 hs = rest or None
             if side == SOURCE:
-                keep.append(origin is None or not origin.startswith(back))
+                keep.append(origin is None or judge(origin, topic_name, peers) != SKIP)
             else:
                 keep.append(origin is not None and not origin.startswith(back))
             own.append(hs)

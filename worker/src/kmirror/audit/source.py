@@ -121,7 +121,7 @@ class KafkaRangeReader(DataSourceReader):
                 read_as = self.read_as.get(span.topic) if span.side != SOURCE else None
                 batches = read_span(c, span, from_ms=self.from_ms, to_ms=self.to_ms, read_as=read_as)
                 if self.target_id is not None:
-                    batches = provenance.link_only(batches, span.side, self.target_id)
+                    batches = provenance.link_only(batches, span.side, self.target_id, span.topic)
                 for batch in batches:
                     rows = digests.add(batch)
                     if rows is not None:

@@ -135,7 +135,7 @@ HEADER_SCAN = 1_000_000
 
 
 def _cluster_id(settings: Mapping[str, str], timeout: float) -> str | None:
-    """The source's cluster id (None when it does not answer: the copies' headers then name it)."""
+    """The source's cluster id (None when it does not answer)."""
     conf = dict(admin_settings(settings))
     conf["socket.connection.setup.timeout.ms"] = str(int(timeout * 1000))
     try:
@@ -145,17 +145,22 @@ def _cluster_id(settings: Mapping[str, str], timeout: float) -> str | None:
 
 
 def by_headers(
-    rows: list[Row], target: Mapping[str, str], source_id: str | None, timeout: float
+    rows: list[Row], target: Mapping[str, str], data: SyncData, live_id: str | None, timeout: float
 ) -> list[Row]:
     """Each translation made exact where the copies carry provenance headers (--provenance.header.enable):
     from the sync point's translation T (never past the copy of the group's record C) read forward to
-    the first copy of this source partition whose origin offset is at least C. A partition whose copies
-    carry no header keeps T."""
+    the first copy of this source partition whose origin offset is at least C. Only headers naming the
+    source cluster count: the one the mirror recorded in its sync points, else the live source's id; with
+    neither (the source is gone and the mirror predates the record), no header is read. A header is no
+    proof (anyone who writes to the target can put one there), but none can make this skip a record: T
+    is safe, and a header read there can only stop the scan earlier. A partition whose copies carry no
+    header keeps T."""
     reader = Consumer({**reader_conf(target), "enable.partition.eof": True}, logger=quiet)
     out = []
     try:
         for r in rows:
-            if r.translated is None or r.translated >= r.log_end:
+            source_id = data.store.source_cluster(r.topic, r.partition) or live_id
+            if r.translated is None or r.translated >= r.log_end or source_id is None:
                 out.append(r)
                 continue
             found = _first_copy_from(reader, r, source_id, timeout)
@@ -165,7 +170,7 @@ def by_headers(
     return out
 
 
-def _first_copy_from(reader: Consumer, r: Row, source_id: str | None, timeout: float) -> int | None:
+def _first_copy_from(reader: Consumer, r: Row, source_id: str, timeout: float) -> int | None:
     """The target offset of the first copy at or after r.translated of a source record at or after
     r.source_offset (r.log_end when every copy there is of an earlier record); None without headers."""
     assert r.translated is not None
@@ -182,12 +187,8 @@ def _first_copy_from(reader: Consumer, r: Row, source_id: str | None, timeout: f
                 raise KafkaException(err)
             read += 1
             origin = origin_of(m.headers())
-            if origin is None or (origin.topic, origin.partition) != (r.topic, r.partition):
-                continue
-            if source_id is None:
-                source_id = origin.cluster  # the source is gone: the first copy names it
-            if origin.cluster != source_id:
-                continue
+            if origin is None or origin != (source_id, r.topic, r.partition, origin.offset):
+                continue  # another cluster's copy, or no copy of this partition
             seen_header = True
             if origin.offset >= r.source_offset:
                 return m.offset()
@@ -269,7 +270,7 @@ def plan(a: argparse.Namespace, source: Mapping[str, str], target: Mapping[str, 
             log_ends=ends,
             now_ms=int(time.time() * 1000),
         )
-        rows = by_headers(rows, target, _cluster_id(source, a.source_timeout), a.timeout)
+        rows = by_headers(rows, target, data, _cluster_id(source, a.source_timeout), a.timeout)
     except KafkaException as exc:
         raise FailoverError(f"target cluster {where}: {error_line(exc)}", EXIT_TARGET) from None
     # Ranges the mirror could not copy that the group had not read yet: it will not find them on the target.

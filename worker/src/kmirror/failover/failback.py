@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -160,31 +160,56 @@ def _read(c: Consumer, topic: str, partition: int, lo: int, hi: int, *, timeout:
             yield m
 
 
+# Is the old primary's record at this offset the one a copy (key, value) claims to be a copy of?
+Same = Callable[[int, object, object], bool]
+
+
 def last_copy(
-    c: Consumer, topic: str, partition: int, lo: int, hi: int, *, old_id: str, timeout: float
+    c: Consumer,
+    topic: str,
+    partition: int,
+    lo: int,
+    hi: int,
+    *,
+    old_id: str,
+    old_end: int,
+    same: Same,
+    timeout: float,
 ) -> tuple[int, int] | None:
     """(offset on the new primary, origin offset) of the last record of [lo, hi) copied from the old
-    primary's same partition (None: none)."""
+    primary's same partition (None: none). A header is a claim anyone who writes to the new primary can
+    make (after a failover, the applications do): only one naming the old primary, this topic and
+    partition, an offset the old primary holds (below ``old_end``), on a record whose key and value are
+    the old primary's record at that offset (``same``), is taken; the others are passed over, so a
+    planted header cannot hide the tail (docs/security.md)."""
     end, step = hi, STEP
     while end > lo:
         start = max(lo, end - step)
-        found = None
+        found = []
         for m in _read(c, topic, partition, start, end, timeout=timeout):
             origin = origin_of(m.headers())  # type: ignore[attr-defined]
             if (
                 origin is not None
-                and origin.cluster == old_id
-                and (origin.topic, origin.partition)
-                == (
-                    topic,
-                    partition,
-                )
+                and origin == (old_id, topic, partition, origin.offset)
+                and origin.offset < old_end
             ):
-                found = (m.offset(), origin.offset)  # type: ignore[attr-defined]
-        if found is not None:
-            return found
+                found.append((m.offset(), origin.offset, m.key(), m.value()))  # type: ignore[attr-defined]
+        for at, offset, key, value in reversed(found):
+            if same(offset, key, value):
+                return at, offset
         end, step = start, step * 2
     return None
+
+
+def _same_as_old(c: Consumer, topic: str, partition: int, timeout: float) -> Same:
+    """``same`` for last_copy: reads the old primary's record at the offset."""
+
+    def same(offset: int, key: object, value: object) -> bool:
+        for m in _read(c, topic, partition, offset, offset + 1, timeout=timeout):
+            return bool(m.offset() == offset and m.key() == key and m.value() == value)  # type: ignore[attr-defined]
+        return False
+
+    return same
 
 
 def plan(
@@ -215,14 +240,25 @@ def plan(
                 else:
                     new_lo = new_end = 0
                 found = (
-                    last_copy(new_c, t, p, new_lo, new_end, old_id=old_id, timeout=timeout)
+                    last_copy(
+                        new_c,
+                        t,
+                        p,
+                        new_lo,
+                        new_end,
+                        old_id=old_id,
+                        old_end=old_end,
+                        same=_same_as_old(old_c, t, p, timeout),
+                        timeout=timeout,
+                    )
                     if new_end > new_lo
                     else None
                 )
                 if found is None and new_end > new_lo:
                     raise FailbackError(
                         f"{t}/{p}: the new primary holds {new_end - new_lo} records and none has a "
-                        "provenance header from the old primary: was the mirror run with "
+                        "provenance header from the old primary that matches its record there: was the "
+                        "mirror run with "
                         "--provenance.header.enable? "
                         "(docs/runbooks/failback.md, without provenance)",
                         EXIT_NO_PROVENANCE,

@@ -82,6 +82,9 @@ class SyncPoint:
     # provenance does not copy back is not counted, so a skip breaks P_b-P_a == N_b-N_a; -1: unknown)
     count: int = -1
     topic_id: str = ""  # the source topic's id ("": unknown): a recreated topic is another topic
+    # The source cluster's id ("": unknown, points written before it was recorded): the only cluster whose
+    # provenance headers on the target's copies `kmirror failover` reads (docs/security.md).
+    cluster: str = ""
 
     @property
     def basis(self) -> int:
@@ -158,6 +161,8 @@ def sync_record(mirror: str, topic: str, partition: int, slot: str, point: SyncP
         fields.update(r=point.run, n=point.count)
     if point.topic_id:
         fields["id"] = point.topic_id
+    if point.cluster:
+        fields["c"] = point.cluster
     return key, json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -196,6 +201,7 @@ def parse_record(key: bytes | None, value: bytes | None) -> tuple[str, str, obje
                         run=str(v.get("r", "")),
                         count=int(v.get("n", -1)),
                         topic_id=str(v.get("id", "")),
+                        cluster=str(v.get("c", "")),
                     ),
                 ),
             )
@@ -286,6 +292,13 @@ class SyncStore:
     def latest(self, topic: str, partition: int) -> SyncPoint | None:
         points = self._points.get((topic, partition))
         return points[-1] if points else None
+
+    def source_cluster(self, topic: str, partition: int) -> str | None:
+        """The source cluster id the newest sync point of the partition that records one names."""
+        for p in sorted(self._points.get((topic, partition), []), key=lambda p: p.ms, reverse=True):
+            if p.cluster:
+                return p.cluster
+        return None
 
     def translate(self, topic: str, partition: int, offset: int) -> Translation | None:
         """The largest target offset of any sync point at or before `offset`; None when there is none."""

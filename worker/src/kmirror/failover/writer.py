@@ -60,6 +60,9 @@ class SyncWriter:
         # Per topic, its id on the source when it was last assigned: a topic deleted and recreated under
         # the same name is another topic, whose points must not translate offsets of the old one.
         self.topic_ids: dict[str, str] = {}
+        # The source cluster's id, recorded in every sync point: `kmirror failover` reads only the copies'
+        # provenance headers naming it, also when the source is gone (read at the first assignment).
+        self.source_cluster = ""
         self.admin = AdminClient({**admin_settings(producer_settings), "logger": quiet})
         ensure_sync_topic(self.admin, replication_factor)
         conf: dict[str, Any] = dict(admin_settings(producer_settings))
@@ -115,6 +118,12 @@ class SyncWriter:
         finally:
             self.seconds += time.monotonic() - started
         self._topic_ids(sorted({tp.topic for tp in parts}))
+        if not self.source_cluster:
+            try:
+                md = self.source_admin.list_topics(topic=parts[0].topic, timeout=10)
+                self.source_cluster = str(md.cluster_id or "")
+            except KafkaException as exc:
+                log.debug("%s: the source's cluster id unknown: %s", self.label, exc)
         if starts:
             self.commit_point(starts, {}, set(), assignment=True)
 
@@ -198,6 +207,7 @@ class SyncWriter:
                     run=run,
                     count=count,
                     topic_id=self.topic_ids.get(topic, ""),
+                    cluster=self.source_cluster,
                 )
                 # An assignment's point has a slot of its own per target: compaction keeps every one (one
                 # per assignment before the partition's first commit), so the smallest is never lost.

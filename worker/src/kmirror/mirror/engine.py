@@ -62,6 +62,8 @@ from kmirror.mirror.spec import (
 __all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
 
 log = logging.getLogger(__name__)
+# At most one warning about distrusted provenance headers per this many seconds (the counter has them all).
+DISTRUSTED_WARN_S = 60.0
 
 
 class Stream:
@@ -103,6 +105,7 @@ class Stream:
         self._source_repeats: Repeats | None = None
         # --provenance.header.enable: the origin header each copy carries (kmirror.lineage.provenance).
         self._stamp: Stamp | None = None
+        self._distrusted_warned = (0, 0.0)  # (count, monotonic time) at the last warning about them
 
     def _stopping(self) -> bool:
         return self._stop
@@ -211,8 +214,37 @@ class Stream:
                 f"{self.spec.label}: source and target are the same cluster ({ids[0]}): check "
                 "bootstrap.servers in the consumer and producer files"
             )
-        log.info("%s: provenance headers on: source cluster %s, target cluster %s", self.spec.label, *ids)
-        return Stamp(ids[0], ids[1])
+        peers = ",".join(self.spec.provenance_peers) or "none"
+        log.info(
+            "%s: provenance headers on: source cluster %s, target cluster %s, peers honoured: %s",
+            self.spec.label,
+            *ids,
+            peers,
+        )
+        return Stamp(ids[0], ids[1], self.spec.provenance_peers)
+
+    def _distrusted(self, stamp: Stamp) -> None:
+        """Records whose origin header was not honoured: counted, and one warning a minute at most (a
+        hostile producer must not flood the log)."""
+        self.snap.distrusted_origin = stamp.distrusted
+        count, when = self._distrusted_warned
+        now = time.monotonic()
+        if stamp.last_distrusted is None or now - when < DISTRUSTED_WARN_S:
+            return
+        topic, partition, offset, value = stamp.last_distrusted
+        claim = repr(value[:80]) if value is not None else "None"
+        log.warning(
+            "%s: %d record(s) carried a kmirror.origin header that is not honoured (latest: %s/%d offset %d, "
+            "value %s): copied with kmirror's own origin; a forged header, or a mirror into the source that "
+            "is not in --provenance.peers (docs/security.md)",
+            self.spec.label,
+            stamp.distrusted - count,
+            topic,
+            partition,
+            offset,
+            claim,
+        )
+        self._distrusted_warned = (stamp.distrusted, now)
 
     def _join(self) -> None:
         """A consumer of the stream's group: at the start, and again after a fencing of its own doing."""
@@ -352,6 +384,8 @@ class Stream:
                 snap.records_in += len(batch) - events
                 if stamp is not None:
                     snap.skipped_origin = stamp.skipped
+                    if stamp.distrusted != snap.distrusted_origin:
+                        self._distrusted(stamp)
                 if counts is not None:  # --groups only: one pass per batch, apart from the produce loop
                     for m in batch:
                         if m.error() is None:
@@ -402,6 +436,8 @@ class Stream:
         t, p = m.topic(), m.partition()
         stamp = self._stamp
         headers = m.headers() if stamp is None else stamp(m, t, p)
+        if stamp is not None and stamp.distrusted != self.snap.distrusted_origin:
+            self._distrusted(stamp)
         if headers is None and stamp is not None:
             self.snap.skipped_origin = stamp.skipped
             counts = self.points.read_counts

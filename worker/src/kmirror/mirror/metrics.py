@@ -61,6 +61,7 @@ class Snapshot:
     gaps: int = 0  # offset ranges the source no longer had when the stream needed them (kmirror.mirror.gaps)
     gap_records: dict[str, int] = field(default_factory=dict)  # topic -> records lost in those gaps
     skipped_origin: int = 0  # records not copied: their provenance header names the target (provenance)
+    distrusted_origin: int = 0  # copied with their provenance header replaced: it was not honoured
     taken: float = field(default_factory=time.time)
 
 
@@ -201,6 +202,9 @@ class Collector(_Collector):
             "(purged before they were mirrored, or truncated or recreated below its position)",
             "skipped_origin": "Records not copied because their provenance header names the target cluster "
             "as their origin (--provenance.header.enable: they would go back where they were written)",
+            "distrusted_origin": "Records copied with their provenance header replaced by kmirror's own: "
+            "the header found on the source was not honoured (malformed, naming the source, another topic or "
+            "a cluster that is not a --provenance.peers peer; a forged header or a misconfigured mirror)",
         }
         with self._lock:
             snaps = list(self.latest.values())
@@ -287,5 +291,6 @@ def stats_line(label: str, snap: Snapshot, previous: Snapshot | None) -> str:
     return (
         f"{label}: stats in={snap.records_in} out={snap.records_out} rate={rate:.0f}/s "
         f"lag={sum(snap.partition_lag.values())} queue={snap.queue_depth} commits={snap.commits} "
-        f"send_errors={snap.send_errors} skipped_origin={snap.skipped_origin}"
+        f"send_errors={snap.send_errors} skipped_origin={snap.skipped_origin} "
+        f"distrusted_origin={snap.distrusted_origin}"
     )

@@ -54,6 +54,7 @@ class MirrorOptions:
     static_membership: bool = True
     gap_policy: str = "continue"  # --gap.policy: continue or stop at a gap (kmirror.mirror.gaps)
     provenance_header: bool = False  # --provenance.header.enable (kmirror.lineage.provenance)
+    provenance_peers: tuple[str, ...] = ("target",)  # --provenance.peers: whose headers are honoured
     topic_rename_format: str | None = None  # --topic.rename.format (kmirror.lineage.rename)
     target_name: str | None = None  # --target.name: the target's name in that format
     heartbeats_interval_ms: int = 0  # --heartbeats.interval.ms: 0 off (kmirror.mirror.heartbeats)
@@ -109,6 +110,7 @@ class MirrorPlan:
                 offset_syncs=o.groups is not None,
                 gap_policy=o.gap_policy,
                 provenance=o.provenance_header,
+                provenance_peers=o.provenance_peers,
                 rename=s.rename,
                 heartbeats=o.heartbeats_interval_ms > 0,
             )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from kmirror.lineage.provenance import parse_peers
 from kmirror.mirror.cutover import DEFAULT_INITIAL_OFFSETS, INITIAL_OFFSETS
 from kmirror.mirror.gaps import GAP_POLICIES
 from kmirror.mirror.logformat import FORMATS as LOG_FORMATS
@@ -28,6 +29,13 @@ def boolean(value: str) -> bool:
     if v in ("false", "no", "0"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def peers(value: str) -> tuple[str, ...]:
+    try:
+        return parse_peers(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def port(value: str) -> int:
@@ -265,14 +273,29 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         _flags("--provenance.header.enable"),
         "provenance_header",
         "each copy carries a header kmirror.origin naming the record it copies (source cluster id, "
-        "partition, offset, topic; a header already there is kept), and records whose origin is the target "
-        "cluster are not copied back (counted: kmirror_skipped_origin_total, the stats line's "
-        "skipped_origin). For two data centres mirroring the same topics both ways "
-        "(docs/runbooks/active-active.md). Default false: copies stay byte-identical",
+        "partition, offset, topic), and records whose origin is the target cluster are not copied back "
+        "(counted: kmirror_skipped_origin_total, the stats line's skipped_origin). A header already there "
+        "is honoured only as --provenance.peers says; any other is replaced by kmirror's own (counted: "
+        "kmirror_distrusted_origin_total; docs/security.md). For two data centres mirroring the same "
+        "topics both ways (docs/runbooks/active-active.md) and failback. Default false: copies stay "
+        "byte-identical",
         type=boolean,
         switch=True,
         default=False,
         inventory="provenance_header",
+    ),
+    RunOption(
+        _flags("--provenance.peers"),
+        "provenance_peers",
+        "with --provenance.header.enable: the clusters whose origin headers on the source are honoured, "
+        "i.e. whose kmirror mirrors write copies into the source: 'target' (default: the target's own "
+        "reverse mirror, two active data centres), 'none' (a one-way mirror: every header found on the "
+        "source is replaced by kmirror's own), or cluster ids and 'target', comma-separated. A header "
+        "naming the source itself, another cluster, another topic than the record's, or malformed, is "
+        "never honoured (docs/security.md)",
+        type=peers,
+        default=("target",),
+        metavar="target|none|IDS",
     ),
     RunOption(
         _flags("--topic.rename.format"),

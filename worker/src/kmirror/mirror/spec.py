@@ -36,6 +36,8 @@ class StreamSpec:
     # Each copy names its origin in a header; records whose origin is the target are not copied back
     # (--provenance.header.enable; kmirror.lineage.provenance).
     provenance: bool = False
+    # Whose origin headers on the source are honoured (--provenance.peers; kmirror.lineage.provenance).
+    provenance_peers: tuple[str, ...] = ("target",)
     # Destination topic names (--topic.rename.format; kmirror.lineage.rename): the source's without one.
     rename: Rename = SAME_NAME
     # --heartbeats.interval.ms: the source's heartbeat topic is mirrored too (kmirror.mirror.heartbeats).

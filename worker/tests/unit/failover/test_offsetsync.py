@@ -360,3 +360,19 @@ def test_the_topic_id_survives_the_sync_record():
     point = SyncPoint(7, 9, 3, run="abc", count=5, topic_id="Qx1")
     key, value = sync_record("m", "t", 0, LATEST_SLOT, point)
     assert parse_record(key, value) == ("sync", "m", ("t", 0, point))
+
+
+def test_sync_points_record_the_source_cluster_failover_reads_headers_of() -> None:
+    """Issue 34: the source cluster's id is kept with the sync points, so a failover with the source gone
+    never takes it from a copy's (forgeable) header; the newest point that names one wins."""
+    data = SyncData.empty()
+    old = sync_record("m", "t", 0, LATEST_SLOT, SyncPoint(10, 10, 1000))  # written before the field
+    data.add_record("m", *old)
+    assert data.store.source_cluster("t", 0) is None
+    for ms, cluster in ((2000, "EAST-1"), (3000, "EAST-2")):
+        key, value = sync_record("m", "t", 0, f"1.{ms}", SyncPoint(ms, ms, ms, cluster=cluster))
+        assert b'"c":"%s"' % cluster.encode() in value
+        data.add_record("m", key, value)
+    data.add_record("m", *checkpoint_record("m", Checkpoint("g", "t", 0, 5000, 5000, 3000, 4000)))
+    assert data.store.source_cluster("t", 0) == "EAST-2"
+    assert data.store.source_cluster("t", 1) is None

@@ -56,6 +56,7 @@ def test_the_formatters_line_is_the_documented_one() -> None:
         "3",
         "0",
         "0",
+        "0",
     ]
 
 

@@ -30,6 +30,7 @@ GIVEN = {
     "static_membership": (["--static.membership", "false"], False),
     "gap_policy": (["--gap.policy", "stop"], "stop"),
     "provenance_header": (["--provenance.header.enable"], True),
+    "provenance_peers": (["--provenance.peers", "target,ID-1"], ("target", "ID-1")),
     "topic_rename_format": (["--topic.rename.format", "${source}.${topic}"], "${source}.${topic}"),
     "target_name": (["--target.name", "west"], "west"),
     "heartbeats_interval_ms": (["--heartbeats.interval.ms", "5000"], 5000),
