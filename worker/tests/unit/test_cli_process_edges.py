@@ -315,5 +315,5 @@ def test_a_bad_metrics_port_is_one_line_exit_2(tmp_path, port):
 def test_seconds_options_refuse_what_never_ends(tmp_path, argv):
     consumer, producer = mirror_files(tmp_path, "127.0.0.1:1")
     argv = [a.format(consumer=consumer, producer=producer) for a in argv]
-    done = subprocess.run([KMIRROR, *argv], capture_output=True, text=True, timeout=20)
+    done = subprocess.run([KMIRROR, *argv], capture_output=True, text=True, timeout=TIMEOUT)  # a hang: 60 s
     assert_one_line_exit_2(done, argv[-2], "expected seconds")
