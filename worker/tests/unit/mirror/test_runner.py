@@ -38,6 +38,29 @@ class _Counter:
         self.value = 0
 
 
+class _Clock:
+    """runner's `time` in a test: monotonic() moves only when the test moves it; the rest is `time`."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """The supervisor's deadlines on a clock the test moves: what it does before and at a deadline, however
+    long a busy machine takes between two steps (a stall would otherwise pass a deadline, or stretch a
+    measured wait past any bound)."""
+    fake = _Clock()
+    monkeypatch.setattr(runner, "time", fake)
+    return fake
+
+
 @contextlib.contextmanager
 def first_stopped(
     tmp_path: Path, properties: str, streams: int
@@ -59,7 +82,8 @@ def first_stopped(
                 p.p.wait()
 
 
-def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
+def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path, clock):
+    # the clock stands still: no wait for a rebalance ends at its deadline (6 s), only by the rebalance
     with first_stopped(tmp_path, "session.timeout.ms=6000\n", 3) as (turn, procs, counters):
         assert procs[1].exitcode is None and procs[2].exitcode is None
         turn.step()  # stream 0 is gone: the others must rebalance first
@@ -81,12 +105,16 @@ def test_streams_are_stopped_in_turn_after_the_others_rebalanced(tmp_path):
         assert turn.current is None or procs[turn.current].exitcode is not None
 
 
-def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeout(tmp_path):
+def test_a_rebalance_that_does_not_come_is_waited_for_at_most_the_session_timeout(tmp_path, clock):
+    # Was: the time until stream 1 exited, within 0.8-5 s of wall clock (a busy machine stretches it). Now
+    # on the supervisor's clock: stream 1 is not stopped 0.999 s after stream 0 exited, and is at 1 s.
     with first_stopped(tmp_path, "session.timeout.ms=1000\n", 2) as (turn, procs, _):
+        assert turn.specs[0].unassigned_warn_s / 2 == 1.0  # the session timeout
+        turn.step()  # stream 0 has exited: the wait for stream 1's rebalance starts
+        clock.now = 0.999
         turn.step()
-        started = time.monotonic()
-        while procs[1].exitcode is None and time.monotonic() - started < 10:
-            turn.step()
-            time.sleep(0.05)
-        assert procs[1].exitcode == -signal.SIGTERM
-        assert 0.8 <= time.monotonic() - started < 5
+        assert turn.current == 0 and procs[1].exitcode is None  # still waiting: stream 1 not told to stop
+        clock.now = 1.0
+        turn.step()
+        assert turn.current == 1  # the rebalance did not come: stream 1 is told to stop
+        assert procs[1].p.wait(60) == -signal.SIGTERM
