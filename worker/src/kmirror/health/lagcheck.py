@@ -38,7 +38,7 @@ from kmirror.failover.offsetsync import build_rows
 from kmirror.health import lag
 from kmirror.health import rules as health
 from kmirror.health.lag import LagError, PartitionLag
-from kmirror.kafkaio import LIVE_STATES, committed_offsets, error_line, group_state, true_ends
+from kmirror.kafkaio import LIVE_STATES, committed_offsets, error_line, group_state, silenced, true_ends
 
 # ConsumerOffsetChecker's own line format.
 ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
@@ -281,7 +281,9 @@ def cmd_lag(a: argparse.Namespace) -> int:
     conf = _settings(a)
     topics = _topics(a)
     if a.translated_from:
-        rows = translated_lag(conf, a.translated_from, a.group, topics, a.timeout)
+        # librdkafka's own lines are not the operator's: the command says what failed in one line.
+        with silenced("kmirror.librdkafka"):
+            rows = translated_lag(conf, a.translated_from, a.group, topics, a.timeout)
         print(json.dumps([r.as_dict() for r in rows], indent=2) if a.json else table(rows))
         return 0
     if not a.watch:
