@@ -57,13 +57,13 @@ molecule: ansible-install ## every molecule scenario on real systemd-nspawn gues
 	for s in $(MOLECULE_SCENARIOS); do \
 		echo "=== molecule scenario $$s"; \
 		start=$$(date +%s); \
-		if flock $(HOST_TESTS_LOCK) $(MOLECULE_ENV) $(BIN)/molecule test -s $$s; then \
+		if $(MOLECULE_ENV) flock $(HOST_TESTS_LOCK) $(BIN)/molecule test -s $$s; then \
 			passed=$$((passed + 1)); \
 			echo "=== molecule scenario $$s passed in $$(( $$(date +%s) - start )) s"; \
 		else \
 			failed="$$failed $$s"; \
 			echo "=== molecule scenario $$s FAILED after $$(( $$(date +%s) - start )) s"; \
-			flock $(HOST_TESTS_LOCK) $(MOLECULE_ENV) $(BIN)/molecule destroy -s $$s || true; \
+			$(MOLECULE_ENV) flock $(HOST_TESTS_LOCK) $(BIN)/molecule destroy -s $$s || true; \
 		fi; \
 	done; \
 	echo "molecule: $$passed passed, $$(echo $$failed | wc -w) failed$${failed:+ (}$${failed# }$${failed:+)}"; \
