@@ -101,16 +101,18 @@ def decode_description(plain: Mapping[str, Any] | None) -> ConsumerGroupDescript
         )
         for member_id, client_id, host, owned, instance in plain["members"]
     ]
-    return ConsumerGroupDescription(
+    args = (
         plain["group_id"],
         plain["simple"],
         members,
         plain["assignor"],
         plain["state"],
         Node(*where) if where else None,
-        None,
-        plain["type"],
     )
+    try:
+        return ConsumerGroupDescription(*args, type=plain["type"])
+    except TypeError:  # confluent-kafka before 2.6 (the GSSAPI build's 2.0.2) has no group type
+        return ConsumerGroupDescription(*args)
 
 
 def encode_error(exc: BaseException) -> tuple[Any, ...]:
