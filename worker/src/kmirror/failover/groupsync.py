@@ -138,6 +138,9 @@ class GroupSync:
         with self._asking("target", "READ", SYNC_TOPIC, "sync points are read there"):
             data = self._reader.read(self.timeout)
         listed = self._source.list_consumer_groups(request_timeout=self.timeout).result()
+        if not listed.valid and listed.errors:  # no broker answered (a cut link): not "no group"
+            err = listed.errors[0]
+            raise err if isinstance(err, KafkaException) else KafkaException(err)
         groups = sorted(
             g.group_id
             for g in listed.valid
