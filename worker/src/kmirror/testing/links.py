@@ -88,7 +88,7 @@ def install() -> Path:
         if target.exists():
             return target
         with tempfile.TemporaryDirectory(prefix="toxiproxy-", dir=target.parent) as tmp:
-            env = {**os.environ, "GOBIN": tmp, "GOFLAGS": "-mod=mod"}
+            env = {**os.environ, "GOBIN": tmp}
             done = subprocess.run(
                 [_go(), "install", f"{MODULE}@{VERSION}"],
                 env=env,
