@@ -236,6 +236,16 @@ def mirror(
             assert time.monotonic() < deadline, f"no two stream processes:\n{worker.log()}"
             m.streams = stream_pids(worker)
             time.sleep(0.2)
+        # Faults start once both streams have partitions (the cooperative follow-up rebalance is over):
+        # a stream still starting meets the fault in its start-up, another path than the one tested here.
+        m.timings["both streams assigned"] = round(
+            m.wait(
+                lambda: all(f"consumer#{i}: assigned" in worker.log() for i in range(2)),
+                FLOW_BOUND_S,
+                "both streams assigned partitions",
+            ),
+            1,
+        )
         m.flowing("at start")
         yield m
 
@@ -288,8 +298,7 @@ def coordinator(cluster: KafkaCluster, group: str) -> int:
 
 def test_source_coordinator_killed(linked: Linked, tmp_path: Path, workers: list[Worker]) -> None:
     """The mirror group's coordinator on a 3-node source SIGKILLed: the sessions time out, another node
-    takes the group over (the STUCK check and the group sync ask while none answers); then the node
-    starts again."""
+    takes the group over (the STUCK check and the group sync ask while none answers), records flow on."""
     with kafka_clusters("source3", size=3, log_dir=tmp_path / "brokers") as cs:
         source = cs["source3"]
         with mirror(tmp_path, workers, linked, "coord", source=source) as m:
@@ -306,6 +315,6 @@ def test_source_coordinator_killed(linked: Linked, tmp_path: Path, workers: list
                 1,
             )
             m.flowing(f"with coordinator node {killed} down")
-            source.start_node(killed, in_sync=False)
-            m.flowing(f"after node {killed} came back")
+            # Not started again: test_broker_faults.py restarts a killed coordinator and waits for every
+            # ISR, which would add a minute to this file.
             m.finish("source group coordinator SIGKILLed")
