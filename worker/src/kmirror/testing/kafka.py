@@ -56,6 +56,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports (held open together while they are picked: ports picked one at a time
+    may repeat, and two listeners of a node on one port stop it at start)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def _kafka_uuid() -> str:
     """A Kafka Uuid in its text form (URL-safe base64 of 16 bytes, no padding)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -213,13 +223,15 @@ class KafkaCluster:
         for attempt in range(PORT_ATTEMPTS):
             # A port found free is closed again before Kafka binds it: another process on the machine
             # (a parallel test, a guest) can take it in between. Such a start is tried again, new ports.
+            per_node = len(protocols) + (1 if self.wan else 0)  # the WAN proxy's advertised port too
+            ports = iter(free_ports(per_node * self.size, self.host))
             self.nodes = [
                 Node(
                     i + 1,
                     self.host,
-                    {p: free_port(self.host) for p in protocols},
+                    {p: next(ports) for p in protocols},
                     self.log_dir / f"node-{i + 1}",
-                    advertised={"WAN": free_port(self.host)} if self.wan else {},
+                    advertised={"WAN": next(ports)} if self.wan else {},
                 )
                 for i in range(self.size)
             ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kmirror.testing.kafka import KafkaCluster, Node
+from kmirror.testing.kafka import KafkaCluster, Node, free_ports
 from kmirror.testing.links import ClusterLink, LinkError, cache_dir, toxiproxy
 
 
@@ -111,3 +111,7 @@ def test_without_wan_the_properties_are_as_before(tmp_path: Path) -> None:
     cfg = cluster._config(node)
     assert cfg["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1001"
     assert cfg["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+
+
+def test_a_nodes_ports_are_distinct() -> None:
+    assert len(set(free_ports(60))) == 60
