@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: help install kafka-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-revisions bench-outage \
+.PHONY: help install kafka-install toxiproxy-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-revisions bench-outage \
 	bench-restarts bench-peers bench-behaviour clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
@@ -23,7 +23,7 @@ $(STAMP): worker/pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -e 'worker[audit]' -r requirements-dev.txt
 	touch $@
 
-install: $(STAMP) kafka-install ## the project venv (.venv): the worker with its audit extra, test tools, Apache Kafka's jars
+install: $(STAMP) kafka-install toxiproxy-install ## the project venv (.venv): the worker with its audit extra, test tools, Apache Kafka's jars, Toxiproxy
 
 # Apache Kafka's jars (4.3 for the brokers, tools and MirrorMaker 2; 3.9 for MirrorMaker 1 and the version
 # tests), pinned in worker/src/kmirror/testing/poms/ and fetched once by Maven into ~/.cache/kmirror/kafka.
@@ -35,6 +35,14 @@ $(KAFKA_STAMP): $(STAMP)
 	touch $@
 
 kafka-install: $(KAFKA_STAMP) ## Apache Kafka's pinned jars (Maven Central, cached in ~/.cache/kmirror/kafka)
+
+# Toxiproxy, the shaped links of the link tests (kmirror.testing.links), pinned there (VERSION) and built
+# once from the Go module proxy into ~/.cache/kmirror/toxiproxy/<version>/; later runs find it and build
+# nothing. Go from Debian's golang-go when the machine has none.
+toxiproxy-install: $(STAMP) ## Toxiproxy for the link tests (go install, once; cached in ~/.cache/kmirror/toxiproxy)
+	command -v go >/dev/null || test -x /usr/local/go/bin/go \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends golang-go; }
+	$(BIN)/python -m kmirror.testing.links install
 
 # Molecule scenarios run by make test (mk/ansible.mk runs them one after another; the audit role's is
 # molecule/audit).

@@ -64,6 +64,7 @@ try:
 
     from kmirror.config import admin_settings, client_conf, load_client_config
     from kmirror.config.filters import TopicFilter
+    from kmirror.coordinator import GroupAdmin
     from kmirror.errors import KmirrorError
     from kmirror.health import lag
 
@@ -98,7 +99,10 @@ def main() -> None:
         topics = topic_filter.select(
             t for t, m in admin.list_topics(timeout=timeout).topics.items() if m.error is None
         )
-        desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result()
+        # Asked by kmirror's helper process: librdkafka can abort the process that asks a group's
+        # coordinator (librdkafka issue 4605); then this is one failed task, not a module crash.
+        with GroupAdmin(conf, "the source cluster") as groups:
+            desc = groups.describe_group(group, timeout)
         # The numbers are kmirror's own (kmirror.health.lag, as `kmirror lag` prints them).
         rows = lag.group_lag(conf, group, topics, timeout=timeout)
     except KmirrorError as exc:
@@ -107,12 +111,16 @@ def main() -> None:
         module.fail_json(
             msg=f"request to the source cluster failed: {exc.args[0].str() if exc.args else exc}"
         )
-    state = desc.state.name if hasattr(desc.state, "name") else str(desc.state)
+    if desc is None:  # the coordinator does not know the group
+        state, members = "DEAD", 0
+    else:
+        state = desc.state.name if hasattr(desc.state, "name") else str(desc.state)
+        members = len(desc.members or [])
     module.exit_json(
         changed=False,
         group=group,
         state=state,
-        members=len(desc.members or []),
+        members=members,
         consuming=state == "STABLE",
         committed_partitions=sum(1 for r in rows if r.offset >= 0),
         partitions=[r.as_dict() for r in rows],

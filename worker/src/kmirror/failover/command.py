@@ -23,16 +23,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.commandline import Parser, add_command, add_file_option, seconds
 from kmirror.config import admin_settings, load_client_config
+from kmirror.coordinator import GroupAdmin
 from kmirror.errors import Command, KmirrorError
 from kmirror.failover import failback
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data, reader_conf
 from kmirror.failover.offsetsync import SYNC_TOPIC, Gap, Row, SyncData, build_rows
-from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, silenced, true_ends
+from kmirror.kafkaio import error_line, is_active, silenced, true_ends
 from kmirror.lineage.provenance import origin_of
 
 EXIT_TARGET = 1
@@ -124,7 +125,8 @@ def _source_offsets(
     conf = dict(admin_settings(settings))
     conf["socket.connection.setup.timeout.ms"] = str(int(timeout * 1000))
     try:
-        return committed_offsets(AdminClient({**conf, "logger": quiet}), group, timeout)
+        with GroupAdmin(conf, "the source cluster") as groups:
+            return groups.committed_offsets(group, timeout)
     except Exception:
         return None
 
@@ -254,8 +256,9 @@ def plan(a: argparse.Namespace, source: Mapping[str, str], target: Mapping[str, 
     live = _group_offsets(data, source, group, mirror, a.source_timeout)
     admin = AdminClient({**admin_settings(target), "logger": quiet})
     try:
-        state, members = group_state(admin, group, a.timeout)
-        on_target = committed_offsets(admin, group, a.timeout)
+        with GroupAdmin(admin_settings(target), "the target cluster") as groups:
+            state, members = groups.group_state(group, a.timeout)
+            on_target = groups.committed_offsets(group, a.timeout)
         parts = set(data.group_checkpoints(group)) | set(live or {})
         probe = Consumer(probe_conf(target), logger=quiet)
         try:
@@ -293,12 +296,9 @@ def apply(p: Plan, target: Mapping[str, str], timeout: float) -> list[TopicParti
         )
     applied = [TopicPartition(r.topic, r.partition, r.translated) for r in p.rows if r.action == "commit"]
     if applied:
-        admin = AdminClient({**admin_settings(target), "logger": quiet})
         try:
-            fut = admin.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(p.group, applied)], request_timeout=timeout
-            )
-            fut[p.group].result()
+            with GroupAdmin(admin_settings(target), "the target cluster") as groups:
+                groups.alter_offsets(p.group, applied, timeout)
         except KafkaException as exc:
             where = target.get("bootstrap.servers")
             raise FailoverError(

@@ -8,7 +8,10 @@ Several workers of one mirror each run it: they compute the same safe translatio
 
 The logic (what a sync point means, how offsets translate) is in :mod:`kmirror.failover.offsetsync`;
 sync points are written by :mod:`kmirror.failover.writer`; reading them and the groups' offsets is in
-:mod:`kmirror.failover.clusters` and :mod:`kmirror.kafkaio`.
+:mod:`kmirror.failover.clusters` and :mod:`kmirror.kafkaio`. The requests to the groups' coordinators
+(committed offsets, states, the commits) go through :class:`kmirror.coordinator.GroupAdmin`, a helper
+process per cluster: librdkafka can abort the process making them when a coordinator's connection fails
+(librdkafka issue 4605), and this thread runs in the supervisor of ``kmirror run``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Message,
@@ -34,6 +36,7 @@ from confluent_kafka.admin import AdminClient
 from kmirror.authorization import AuthorizationFailed, authorization_error, principal, refused
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
+from kmirror.coordinator import GroupAdmin
 from kmirror.failover.clusters import SyncReader, probe_conf, quiet
 from kmirror.failover.offsetsync import (
     SYNC_TOPIC,
@@ -43,7 +46,7 @@ from kmirror.failover.offsetsync import (
     is_internal_group,
     plan_commits,
 )
-from kmirror.kafkaio import committed_offsets, error_line, group_state, is_active, true_ends
+from kmirror.kafkaio import error_line, is_active, true_ends
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -93,6 +96,10 @@ class GroupSync:
     def run(self, stop: threading.Event) -> None:
         self._source = AdminClient({**admin_settings(self.source_settings), "logger": quiet})
         self._target = AdminClient({**admin_settings(self.target_settings), "logger": quiet})
+        self._source_groups = GroupAdmin(
+            admin_settings(self.source_settings), f"source cluster {self.source}"
+        )
+        self._target_groups = GroupAdmin(admin_settings(self.target_settings), "the target cluster")
         conf: dict[str, Any] = dict(admin_settings(self.target_settings))
         conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5, "on_delivery": self._written})
         self._write_refused: KafkaError | None = None
@@ -124,11 +131,16 @@ class GroupSync:
             self._producer.flush(5)
             self._reader.close()
             self._probe.close()
+            self._source_groups.close()
+            self._target_groups.close()
 
     def step(self) -> None:
         with self._asking("target", "READ", SYNC_TOPIC, "sync points are read there"):
             data = self._reader.read(self.timeout)
         listed = self._source.list_consumer_groups(request_timeout=self.timeout).result()
+        if not listed.valid and listed.errors:  # no broker answered (a cut link): not "no group"
+            err = listed.errors[0]
+            raise err if isinstance(err, KafkaException) else KafkaException(err)
         groups = sorted(
             g.group_id
             for g in listed.valid
@@ -159,26 +171,23 @@ class GroupSync:
 
     def _sync_group(self, group: str, data: SyncData) -> None:
         with self._asking("source", "DESCRIBE", group, "its committed offsets are read"):
-            committed = committed_offsets(self._source, group, self.timeout)
+            committed = self._source_groups.committed_offsets(group, self.timeout)
         source = {k: v for k, v in committed.items() if self.topics.matches(k[0])}
         if not source:
             return
         with self._asking("target", "DESCRIBE", group, "its offsets on the target are read"):
-            target = committed_offsets(self._target, group, self.timeout)
-            state, members = group_state(self._target, group, self.timeout)
+            target = self._target_groups.committed_offsets(group, self.timeout)
+            state, members = self._target_groups.group_state(group, self.timeout)
         commits, untranslated = plan_commits(data.store, source, target)
         moving = [c for c in commits if c.moves]
         if moving and not is_active(state, members):
             offsets = [TopicPartition(c.topic, c.partition, c.translation.target) for c in moving]
             both = {"GROUP": group, "TOPIC": offsets[0].topic}  # an offset commit: READ on both
             with self._asking("target", "READ", both, "its translated offsets are committed"):
-                fut = self._target.alter_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=self.timeout
-                )
-                for tp in fut[group].result().topic_partitions or []:
-                    if tp.error is not None and authorization_error(tp.error) is not None:
-                        both["TOPIC"] = tp.topic
-                        raise KafkaException(tp.error)
+                for topic, _, error in self._target_groups.alter_offsets(group, offsets, self.timeout):
+                    if authorization_error(error) is not None:
+                        both["TOPIC"] = topic
+                        raise KafkaException(error)
             log.debug(
                 "%s: group %s: committed %d translated offsets on the target",
                 self.source,

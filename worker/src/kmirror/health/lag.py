@@ -1,7 +1,9 @@
 """How far a mirror group is behind its source: committed offsets against log end offsets.
 
 The same numbers as MirrorMaker's ConsumerOffsetChecker (Group, Topic, Pid, Offset, logSize, Lag,
-Owner), read from the brokers instead of ZooKeeper.
+Owner), read from the brokers instead of ZooKeeper. The group's committed offsets and members are asked
+of its coordinator through :class:`kmirror.coordinator.GroupAdmin` (a helper process: librdkafka can abort
+the asking process there, librdkafka issue 4605), so a crash is one line, exit 3.
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.authorization import authorization_error, refused
+from kmirror.coordinator import GroupAdmin
 from kmirror.errors import KmirrorError
 from kmirror.health import rules as health
 from kmirror.kafkaio import (
     client_log,
-    committed_offsets,
-    describe_group,
     error_line,
     has_list_offsets,
     listed_offsets,
@@ -74,9 +75,10 @@ def group_lag(
 ) -> list[PartitionLag]:
     """Lag of every partition the group has committed, or of every partition of `topics`."""
     admin = AdminClient({**admin_conf, "logger": _LOG})
+    groups = GroupAdmin(admin_conf, f"cluster {admin_conf.get('bootstrap.servers', '?')}")
     wanted: set[str] = set(topics or ())
     try:
-        committed = committed_offsets(admin, group, timeout)
+        committed = groups.committed_offsets(group, timeout)
         wanted = set(topics) if topics is not None else {t for t, _ in committed}
         md = admin.list_topics(timeout=timeout)
         parts = [(t, p) for t in sorted(wanted) if t in md.topics for p in md.topics[t].partitions]
@@ -87,7 +89,7 @@ def group_lag(
             starts = listed_offsets(admin, parts, timeout, earliest=True)
         else:
             starts, ends = _watermarks(admin_conf, group, parts, timeout)
-        owners = _owners(admin, group, timeout)
+        owners = _owners(groups, group, timeout)
     except KmirrorError:
         raise
     except Exception as exc:
@@ -97,6 +99,8 @@ def group_lag(
             cluster = f"cluster {admin_conf.get('bootstrap.servers', '?')}"
             raise refused(err, cluster, admin_conf, "DESCRIBE", resources).error("kmirror lag") from None
         raise KmirrorError(f"could not read the lag of group {group!r}: {error_line(exc)}") from None
+    finally:
+        groups.close()
     return compute(group, {k: v for k, v in committed.items() if k[0] in wanted}, starts, ends, owners)
 
 
@@ -112,8 +116,8 @@ def _watermarks(
     return {k: lo for k, (lo, _) in marks.items()}, {k: hi for k, (_, hi) in marks.items()}
 
 
-def _owners(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], str]:
-    described = describe_group(admin, group, timeout)
+def _owners(groups: GroupAdmin, group: str, timeout: float) -> dict[tuple[str, int], str]:
+    described = groups.describe_group(group, timeout)
     owners: dict[tuple[str, int], str] = {}
     members = (described.members or []) if described is not None else []
     for member in members:

@@ -32,13 +32,14 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.commandline import Parser, add_command, run_alone, seconds
 from kmirror.config import connection_settings, load_client_config
+from kmirror.coordinator import GroupAdmin
 from kmirror.errors import Command, KmirrorError, one_line
 from kmirror.failover.clusters import probe_conf, quiet, read_sync_data
 from kmirror.failover.offsetsync import build_rows
 from kmirror.health import lag
 from kmirror.health import rules as health
 from kmirror.health.lag import LagError, PartitionLag
-from kmirror.kafkaio import LIVE_STATES, committed_offsets, error_line, group_state, silenced, true_ends
+from kmirror.kafkaio import LIVE_STATES, error_line, silenced, true_ends
 
 # ConsumerOffsetChecker's own line format.
 ROW_FORMAT = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
@@ -50,8 +51,8 @@ HEADER = ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner")
 
 def _group_state(admin_conf: Mapping[str, str], group: str, timeout: float) -> tuple[str, bool]:
     """(state name, whether the broker listed members) of the group."""
-    admin = AdminClient({**admin_conf, "logger": lag._LOG})
-    state, members = group_state(admin, group, timeout)
+    with GroupAdmin(admin_conf, f"cluster {admin_conf.get('bootstrap.servers', '?')}") as groups:
+        state, members = groups.group_state(group, timeout)
     return state, members > 0
 
 
@@ -251,7 +252,8 @@ def translated_lag(
     try:
         data = read_sync_data(target_conf, mirror, timeout)
         admin = AdminClient({**dict(target_conf), "logger": quiet})
-        on_target = committed_offsets(admin, group, timeout)
+        with GroupAdmin(target_conf, "the target cluster") as groups:
+            on_target = groups.committed_offsets(group, timeout)
         parts = [k for k in data.group_checkpoints(group) if topics is None or k[0] in topics]
         probe = Consumer(probe_conf(target_conf), logger=quiet)
         try:

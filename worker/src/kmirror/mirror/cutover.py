@@ -22,6 +22,10 @@ that is equal in all four). Not found is refused with one line: the copy does no
 match, the first is taken (nothing is missed) and the distance to the last identical one is reported as
 the most records that may be copied twice. The offsets are committed with Kafka's admin API, which
 refuses while the group has members: only a stopped mirror's group is changed.
+
+The group is described, its offsets read and committed through :class:`kmirror.coordinator.GroupAdmin`
+(a helper process): librdkafka can abort the process making these requests when the coordinator's
+connection fails (librdkafka issue 4605), and this one is the supervisor of ``kmirror run``.
 """
 
 from __future__ import annotations
@@ -32,13 +36,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from kmirror.config import admin_settings
 from kmirror.config.filters import TopicFilter
+from kmirror.coordinator import GroupAdmin
 from kmirror.errors import ConfigError
-from kmirror.kafkaio import committed_offsets, describe_group, error_line, silent_log
+from kmirror.kafkaio import error_line, silent_log
 from kmirror.mirror.plan import MirrorPlan
 
 log = logging.getLogger(__name__)
@@ -114,9 +119,9 @@ def foreign_members(described: ConsumerGroupDescription | None, settings: Mappin
     ]
 
 
-def check_group(source: SourceGroup, admin: AdminClient) -> ConsumerGroupDescription | None:
+def check_group(source: SourceGroup, groups: GroupAdmin) -> ConsumerGroupDescription | None:
     """Refuse a mirror group that still has members that are not kmirror's; the description."""
-    described = describe_group(admin, source.group, TIMEOUT_S)
+    described = groups.describe_group(source.group, TIMEOUT_S)
     foreign = foreign_members(described, source.settings)
     if foreign and described is not None:
         protocol = described.partition_assignor or "none chosen yet"
@@ -284,15 +289,11 @@ def _fix_no_match(group: str) -> str:
     )
 
 
-def commit_starts(admin: AdminClient, source: SourceGroup, starts: list[Start]) -> None:
+def commit_starts(groups: GroupAdmin, source: SourceGroup, starts: list[Start]) -> None:
     """Commit the starting offsets for the group; Kafka refuses while the group has members."""
-    request = ConsumerGroupTopicPartitions(
-        source.group, [TopicPartition(s.topic, s.partition, s.offset) for s in starts]
-    )
+    offsets = [TopicPartition(s.topic, s.partition, s.offset) for s in starts]
     try:
-        result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[
-            source.group
-        ].result()
+        failed = groups.alter_offsets(source.group, offsets, TIMEOUT_S)
     except KafkaException as exc:
         raise ConfigError(
             f"--initial.offsets {TARGET_END}: Kafka did not take the starting offsets of group "
@@ -301,11 +302,10 @@ def commit_starts(admin: AdminClient, source: SourceGroup, starts: list[Start]) 
             key="group.id",
             fix="stop every member of the group (MirrorMaker or kmirror) and start again",
         ) from None
-    failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
     if failed:
         raise ConfigError(
             f"--initial.offsets {TARGET_END}: Kafka refused the starting offsets of "
-            + ", ".join(f"{tp.topic}[{tp.partition}] ({tp.error.str()})" for tp in failed),
+            + ", ".join(f"{topic}[{partition}] ({error.str()})" for topic, partition, error in failed),
             origin=source.origin,
             key="group.id",
             fix="stop every member of the group (MirrorMaker or kmirror) and start again",
@@ -319,46 +319,59 @@ def preflight(
     start, and with ``target-end`` commit the starts of those without an offset."""
     for source in sources:
         admin = AdminClient({**admin_settings(source.settings), "logger": _CLIENT_LOG})
-        try:
-            # A first quick answer: a source that is down costs a few seconds here, not every timeout below.
-            admin.list_topics(timeout=PROBE_S)
-            described = check_group(source, admin)
-            selected = selected_partitions(admin, source.topics)
-            committed = committed_offsets(admin, source.group, TIMEOUT_S)
-        except KafkaException as exc:
-            why = error_line(exc)
-            if initial_offsets == TARGET_END:
-                raise ConfigError(
-                    f"--initial.offsets {TARGET_END}: source {source.name} did not answer ({why}): the "
-                    "starting offsets cannot be found",
-                    origin=source.origin,
-                    key="bootstrap.servers",
-                    fix="start again once the source cluster answers (without the option its partitions "
-                    "would start at auto.offset.reset and be copied again)",
-                ) from None
-            # The preflight is a check, not the mirror: a source that does not answer now is the streams'
-            # to report (they wait for it); the group check is skipped for this start.
-            log.warning(
-                "%s: could not check group %s before starting (%s): started without the check",
-                source.name,
-                source.group,
-                why,
-            )
-            continue
-        _starts(
-            source,
-            admin,
-            described,
-            committed,
-            selected,
-            target_settings=target_settings,
-            mode=initial_offsets,
+        with GroupAdmin(admin_settings(source.settings), f"source {source.name}") as groups:
+            _preflight(source, admin, groups, target_settings, initial_offsets)
+
+
+def _preflight(
+    source: SourceGroup,
+    admin: AdminClient,
+    groups: GroupAdmin,
+    target_settings: Mapping[str, str],
+    initial_offsets: str,
+) -> None:
+    """The preflight of one source: its group checked, where its partitions start said (and committed
+    with ``target-end``)."""
+    try:
+        # A first quick answer: a source that is down costs a few seconds here, not every timeout below.
+        admin.list_topics(timeout=PROBE_S)
+        described = check_group(source, groups)
+        selected = selected_partitions(admin, source.topics)
+        committed = groups.committed_offsets(source.group, TIMEOUT_S)
+    except KafkaException as exc:
+        why = error_line(exc)
+        if initial_offsets == TARGET_END:
+            raise ConfigError(
+                f"--initial.offsets {TARGET_END}: source {source.name} did not answer ({why}): the "
+                "starting offsets cannot be found",
+                origin=source.origin,
+                key="bootstrap.servers",
+                fix="start again once the source cluster answers (without the option its partitions "
+                "would start at auto.offset.reset and be copied again)",
+            ) from None
+        # The preflight is a check, not the mirror: a source that does not answer now is the streams'
+        # to report (they wait for it); the group check is skipped for this start.
+        log.warning(
+            "%s: could not check group %s before starting (%s): started without the check",
+            source.name,
+            source.group,
+            why,
         )
+        return
+    _starts(
+        source,
+        groups,
+        described,
+        committed,
+        selected,
+        target_settings=target_settings,
+        mode=initial_offsets,
+    )
 
 
 def _starts(
     source: SourceGroup,
-    admin: AdminClient,
+    groups: GroupAdmin,
     described: ConsumerGroupDescription | None,
     committed: Mapping[tuple[str, int], int],
     selected: Mapping[str, int],
@@ -397,7 +410,7 @@ def _starts(
     try:
         starts = target_end_starts(source, target_settings, missing)
         if starts:
-            commit_starts(admin, source, starts)
+            commit_starts(groups, source, starts)
     except KafkaException as exc:
         raise ConfigError(
             f"--initial.offsets {TARGET_END}: reading the copy failed ({error_line(exc)}): nothing committed",

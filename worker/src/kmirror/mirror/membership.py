@@ -1,5 +1,10 @@
 """A stream's group membership: the rebalance callbacks (commit only what is revoked, nothing when lost)
-and the one STUCK warning when the stream has no partitions while its group has some to give."""
+and the one STUCK warning when the stream has no partitions while its group has some to give.
+
+The STUCK check needs every member's assignment, which only the group's coordinator tells (the consumer
+knows its own): it describes the group through :class:`kmirror.coordinator.GroupAdmin`, a helper
+process, because librdkafka can abort the process making that request when the coordinator's connection
+fails (librdkafka issue 4605: a link cut under a stream without partitions was enough)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from kmirror.config import admin_settings
+from kmirror.coordinator import CoordinatorCrashed, GroupAdmin
 from kmirror.errors import ConfigError, KmirrorError
-from kmirror.kafkaio import describe_group, one_filter, partitions_to_give
+from kmirror.kafkaio import error_line, one_filter, partitions_to_give
 from kmirror.mirror.clients import Clients
 from kmirror.mirror.commits import CommitPoints
 from kmirror.mirror.placement import Placement
@@ -18,6 +25,8 @@ from kmirror.mirror.spec import StreamSpec
 
 log = logging.getLogger(__name__)
 
+
+STUCK_CHECK_TIMEOUT_S = 10.0  # how long the STUCK check waits for the group's description
 
 SELF_FENCE_WINDOW_S = 60.0
 """How long after the consumer's own session timeout a fencing is read as its own rejoin's doing."""
@@ -171,10 +180,20 @@ class Membership:
         self.stuck_checked = now
         group = self.spec.consumer.get("group.id", "")
         total = sum(self.placement.selected.values())
+        # A helper process per check (at most one per unassigned_warn_s, only while unassigned), ended
+        # with it: a stream that has partitions keeps no extra process.
         try:
-            described = describe_group(self.clients.source_admin, group, 10)
-        except Exception as exc:  # the check is advice: never let it stop the mirror
-            log.debug("%s: could not describe group %s: %s", self.spec.label, group, exc)
+            with GroupAdmin(admin_settings(self.spec.consumer), f"source {self.spec.source}") as admin:
+                described = admin.describe_group(group, STUCK_CHECK_TIMEOUT_S)
+        except Exception as exc:  # the check is advice: never let it stop the mirror; asked again later
+            log.log(
+                logging.WARNING if isinstance(exc, CoordinatorCrashed) else logging.DEBUG,
+                "%s: STUCK check: could not describe group %s: %s (asked again in %.0f s)",
+                self.spec.label,
+                group,
+                error_line(exc),
+                self.spec.unassigned_warn_s,
+            )
             return
         if described is None:  # the coordinator does not know the group: nobody to give partitions
             return

@@ -4,7 +4,10 @@ A :class:`KafkaCluster` is one or three nodes (each node broker and controller, 
 from the pinned jars of :mod:`kmirror.testing.jars` on free loopback ports. Every node has a PLAINTEXT
 client listener (:attr:`KafkaCluster.bootstrap`); :class:`Security` adds SSL, SASL_PLAINTEXT and
 SASL_SSL listeners (SCRAM-SHA-256/512 users, GSSAPI with a keytab), mutual TLS and the standard
-authorizer with a super user.
+authorizer with a super user. ``wan=True`` gives every node a second PLAINTEXT listener, ``WAN``, that
+advertises another port (:attr:`KafkaCluster.wan_routes`): a proxy listening there
+(:mod:`kmirror.testing.links`) is the only way a client bootstrapped on :attr:`KafkaCluster.wan_bootstrap`
+reaches the cluster, while the tests seed and read through PLAINTEXT.
 
 Start cost, measured on the 2-core test machine: a node is ready (metadata answered) about 3-4 s after
 its JVM starts and holds about 300 MB RSS (``bench/brokers.py``). Storage is formatted without a JVM:
@@ -51,6 +54,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports (held open together while they are picked: ports picked one at a time
+    may repeat, and two listeners of a node on one port stop it at start)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def _kafka_uuid() -> str:
@@ -108,6 +121,8 @@ class Node:
     ports: dict[str, int]
     directory: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # Listeners advertised on another port than they listen on (WAN: the proxy's port).
+    advertised: dict[str, int] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
@@ -128,6 +143,7 @@ class KafkaCluster:
     security: Security = field(default_factory=Security)
     broker_config: Mapping[str, str] = field(default_factory=dict)
     jvm: tuple[str, ...] = TEST_JVM
+    wan: bool = False  # a WAN listener per node, advertised on a proxy's port (see the module's docstring)
     nodes: list[Node] = field(default_factory=list)
     log_dir: Path | None = None
     cluster_id: str = field(default_factory=_kafka_uuid)
@@ -143,6 +159,19 @@ class KafkaCluster:
     def listener(self, protocol: str) -> str:
         """The bootstrap list of one listener: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
         return ",".join(f"{n.host}:{n.ports[protocol]}" for n in self.nodes)
+
+    @property
+    def wan_bootstrap(self) -> str:
+        """The WAN listener's advertised addresses (the proxies'): a client bootstrapped here talks to the
+        cluster only through them."""
+        return ",".join(f"{n.host}:{n.advertised['WAN']}" for n in self.nodes)
+
+    @property
+    def wan_routes(self) -> list[tuple[int, str, str]]:
+        """Per node, (node id, the address a proxy must listen on, the node's WAN listener it forwards to)."""
+        return [
+            (n.node_id, f"{n.host}:{n.advertised['WAN']}", f"{n.host}:{n.ports['WAN']}") for n in self.nodes
+        ]
 
     @property
     def port(self) -> int:
@@ -188,16 +217,21 @@ class KafkaCluster:
             )
             if on
         ]
+        if self.wan:
+            protocols.append("WAN")
         checkpoint = _bootstrap_checkpoint(self.line)
         for attempt in range(PORT_ATTEMPTS):
             # A port found free is closed again before Kafka binds it: another process on the machine
             # (a parallel test, a guest) can take it in between. Such a start is tried again, new ports.
+            per_node = len(protocols) + (1 if self.wan else 0)  # the WAN proxy's advertised port too
+            ports = iter(free_ports(per_node * self.size, self.host))
             self.nodes = [
                 Node(
                     i + 1,
                     self.host,
-                    {p: free_port(self.host) for p in protocols},
+                    {p: next(ports) for p in protocols},
                     self.log_dir / f"node-{i + 1}",
+                    advertised={"WAN": next(ports)} if self.wan else {},
                 )
                 for i in range(self.size)
             ]
@@ -249,6 +283,11 @@ class KafkaCluster:
         sec = self.security
         rf = str(min(3, self.size))
         listeners = {p: f"{p}://{node.host}:{port}" for p, port in node.ports.items()}
+        advertised = {
+            p: f"{p}://{node.host}:{node.advertised.get(p, port)}" for p, port in node.ports.items()
+        }
+        # CONTROLLER and WAN speak PLAINTEXT.
+        protocol = {p: p if p not in ("CONTROLLER", "WAN") else "PLAINTEXT" for p in node.ports}
         cfg = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -258,10 +297,8 @@ class KafkaCluster:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listeners": ",".join(listeners.values()),
-            "advertised.listeners": ",".join(v for p, v in listeners.items() if p != "CONTROLLER"),
-            "listener.security.protocol.map": ",".join(
-                f"{p}:{p if p != 'CONTROLLER' else 'PLAINTEXT'}" for p in node.ports
-            ),
+            "advertised.listeners": ",".join(v for p, v in advertised.items() if p != "CONTROLLER"),
+            "listener.security.protocol.map": ",".join(f"{p}:{protocol[p]}" for p in node.ports),
             "log.dirs": str(node.directory / "data"),
             "offsets.topic.replication.factor": rf,
             "offsets.topic.num.partitions": "5",
