@@ -334,7 +334,9 @@ def _preflight(
     with ``target-end``)."""
     try:
         # A first quick answer: a source that is down costs a few seconds here, not every timeout below.
-        admin.list_topics(timeout=PROBE_S)
+        # With target-end a source that does not answer refuses the start, so it is given the full
+        # timeout: a busy source (or machine) that answers in 6 s must not stop the mirror.
+        admin.list_topics(timeout=TIMEOUT_S if initial_offsets == TARGET_END else PROBE_S)
         described = check_group(source, groups)
         selected = selected_partitions(admin, source.topics)
         committed = groups.committed_offsets(source.group, TIMEOUT_S)
