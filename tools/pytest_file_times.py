@@ -1,7 +1,11 @@
-"""A pytest plugin: at the end of a run, where the time went, one line per test file.
+"""A pytest plugin: the longest test files first, and at the end of a run where the time went, one line per
+test file.
 
-Loaded by pytest.ini (``-p pytest_file_times``). With pytest-xdist the reports reach the controller, so
-the table covers both workers. Each row: the file's wall time summed over its tests (setup, call and
+Loaded by pytest.ini (``-p pytest_file_times``). pytest-xdist's ``--dist loadfile`` hands out files in
+collection order, one at a time to each free worker: a six-minute file collected last ends the run six
+minutes after everything else. :data:`LONGEST_FIRST` (the longest files of a measured run, docs/testing.md)
+are collected first, the rest keep their order. With pytest-xdist the reports reach the controller, so
+the table covers every worker. Each row: the file's wall time summed over its tests (setup, call and
 teardown: a fixture that starts clusters counts), its number of tests and its slowest test. docs/testing.md
 keeps the table of a whole ``make test`` run; the run's own table is at the end of CI's output.
 """
@@ -14,10 +18,33 @@ import pytest
 
 ROWS = 25
 
+# The longest files of a measured `make test` (docs/testing.md, "Where the time goes"), longest first.
+LONGEST_FIRST = (
+    "worker/tests/integration/test_outage.py",
+    "worker/tests/integration/test_failover.py",
+    "worker/tests/integration/test_restarts.py",
+    "worker/tests/integration/test_active_active.py",
+    "worker/tests/integration/test_link_cuts.py",
+    "tests/terraform/test_terraform_local_env.py",
+    "worker/tests/integration/test_broker_faults.py",
+    "worker/tests/integration/test_audit_cluster.py",
+    "worker/tests/integration/test_audit.py",
+    "worker/tests/integration/test_cutover.py",
+    "worker/tests/integration/test_acls_enforced.py",
+    "tests/hosts/test_manual_install.py",
+)
+
 _total: dict[str, float] = defaultdict(float)
 _tests: dict[str, set[str]] = defaultdict(set)
 _slowest: dict[str, tuple[float, str]] = {}
 _per_test: dict[str, float] = defaultdict(float)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank))
+    )  # stable: the rest keep order
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
