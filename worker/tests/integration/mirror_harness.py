@@ -283,11 +283,20 @@ def mirror_worker(
 
 
 class LiveTraffic:
-    """Keeps producing sequenced records to a topic's partitions until stopped."""
+    """Keeps producing sequenced records to a topic's partitions until stopped; :meth:`stop` returns once
+    the cluster has acknowledged every record sent (a node that was down can leave a backlog that takes
+    long to flush on a loaded machine) and fails, in the test's thread, if any was not."""
+
+    # librdkafka's default message.timeout.ms: by then each record is acknowledged or failed.
+    FLUSH_BOUND_S = 300.0
+    # Subclasses for clusters a test kills set it False (records in flight are lost there).
+    require_acknowledged = True
 
     def __init__(self, cluster: Cluster, topic: str, partitions: int, rate_per_s: float = 400.0) -> None:
         self.cluster, self.topic, self.partitions, self.rate = cluster, topic, partitions, rate_per_s
         self.sent: list[Rec] = []
+        self.failed: list[str] = []
+        self.unacknowledged = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -298,13 +307,23 @@ class LiveTraffic:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _delivered(self, err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+
     def _run(self) -> None:
         p = generator(self.cluster)
         i = 0
         while not self._stop.is_set():
             for r in make_records(self.topic, self.partitions, 1, start=i):
                 p.produce(
-                    r.topic, r.value, r.key, r.partition, timestamp=r.timestamp, headers=list(r.headers)
+                    r.topic,
+                    r.value,
+                    r.key,
+                    r.partition,
+                    timestamp=r.timestamp,
+                    headers=list(r.headers),
+                    on_delivery=self._delivered,
                 )
                 self.sent.append(r)
             i += 1
@@ -313,12 +332,21 @@ class LiveTraffic:
         self._finish(p)
 
     def _finish(self, p: Producer) -> None:
-        """Once stopped: every record sent was acknowledged."""
-        assert p.flush(30) == 0
+        """Once stopped: wait until the cluster has acknowledged every record sent (or FLUSH_BOUND_S)."""
+        deadline = time.monotonic() + self.FLUSH_BOUND_S
+        while p.flush(5) > 0 and time.monotonic() < deadline:
+            pass
+        self.unacknowledged = len(p)
 
     def stop(self) -> list[Rec]:
+        """Stop producing; every record sent, once the cluster acknowledged each."""
         self._stop.set()
-        self._thread.join(60)
+        self._thread.join()
+        assert not self.require_acknowledged or (self.unacknowledged == 0 and not self.failed), (
+            f"test setup: {self.cluster.name} acknowledged not every record sent "
+            f"({self.unacknowledged} unacknowledged after {self.FLUSH_BOUND_S:.0f} s, "
+            f"{len(self.failed)} failed: {self.failed[:3]})"
+        )
         return self.sent
 
 
