@@ -75,10 +75,9 @@ lint: install ## ruff on all Python, mypy and the import layers (lint-imports) o
 # pytest-xdist workers, one test file each at a time. Most integration tests wait (restart loops, a target
 # frozen past librdkafka's timeouts, sessions expiring), so more workers than cores overlap those waits. The
 # test files that boot hosts hold a lock for their guests' lifetime (tests/conftest.py), and so does each
-# molecule scenario of make test: hosts never boot or tear down at the same time. --no-loadscope-reorder: files
-# are handed out in collection order (the longest first, tools/pytest_file_times.py), not by their test count.
+# molecule scenario of make test: hosts never boot or tear down at the same time.
 PYTEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
 unit: install ## the worker's unit tests (no brokers, ~20 s)
 	$(BIN)/pytest -q --timeout 60 worker/tests/unit
