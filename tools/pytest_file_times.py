@@ -1,10 +1,11 @@
 """A pytest plugin: the longest test files first, and at the end of a run where the time went, one line per
 test file.
 
-Loaded by pytest.ini (``-p pytest_file_times``). pytest-xdist's ``--dist loadfile`` hands out files in
-collection order, one at a time to each free worker: a six-minute file collected last ends the run six
-minutes after everything else. :data:`LONGEST_FIRST` (the longest files of a measured run, docs/testing.md)
-are collected first, the rest keep their order. With pytest-xdist the reports reach the controller, so
+Loaded by pytest.ini (``-p pytest_file_times``). pytest-xdist's ``--dist loadfile`` hands out files by
+their number of tests (its default reordering); :data:`LONGEST_FIRST` (the longest files of a measured run,
+docs/testing.md) are collected first, which orders files of equal count. Handing them out strictly in this
+order (``--no-loadscope-reorder``) ran every long file at once and a loaded run failed two tests, so make
+test does not. With pytest-xdist the reports reach the controller, so
 the table covers every worker. Each row: the file's wall time summed over its tests (setup, call and
 teardown: a fixture that starts clusters counts), its number of tests and its slowest test. docs/testing.md
 keeps the table of a whole ``make test`` run; the run's own table is at the end of CI's output.
