@@ -158,6 +158,9 @@ def test_kmirror_topic_check_mode_then_create_then_idempotent(brokers, files, ca
     on_target = target_topics(brokers, "orders.created", "orders.cancelled")
     assert on_target["orders.created"] == 3 and on_target["orders.cancelled"] == 2
     assert "other" not in on_target  # not selected by the whitelist
+    # The module returns once the controller made the topics; the node describe_configs asks may not know
+    # them yet (seen in a full run: UNKNOWN_TOPIC_OR_PART).
+    wait_listed(brokers["target"], "orders.created", 3)
     assert overrides(brokers["target"], "orders.created") == {"retention.ms": "86400000"}
 
     again = run_module(topic_module, args, capsys, monkeypatch)
@@ -173,6 +176,11 @@ def create(bootstrap: str, name: str, partitions: int, config: dict[str, str], r
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(name, partitions, replication, config=config)]).values():
         fut.result()
+    wait_listed(bootstrap, name, partitions)
+
+
+def wait_listed(bootstrap: str, name: str, partitions: int) -> None:
+    """Wait until every node of the cluster lists the topic with a leader for each partition."""
     deadline = time.monotonic() + 60
     for node in bootstrap.split(","):
         one = AdminClient({"bootstrap.servers": node})

@@ -58,12 +58,18 @@ from kmirror.mirror.spec import (
     StreamSpec,
     queue_shares,
 )
+from kmirror.mirror.stalls import StallWatch, fetches
 
-__all__ = ["Failure", "Stream", "StreamSpec", "queue_shares"]
+__all__ = ["Failure", "Stalled", "Stream", "StreamSpec", "queue_shares"]
 
 log = logging.getLogger(__name__)
 # At most one warning about distrusted provenance headers per this many seconds (the counter has them all).
 DISTRUSTED_WARN_S = 60.0
+
+
+class Stalled(Rejoin):
+    """Partitions whose fetching stopped (:class:`kmirror.mirror.stalls.StallWatch`): the engine replaces
+    its consumer."""
 
 
 class Stream:
@@ -98,6 +104,7 @@ class Stream:
         )
         self.resets = OffsetResets(spec, self.snap, clients, membership, points)
         self.reach = Reachability(spec, clients, access, self._stopping)
+        self.stalls = StallWatch()
         self._target_log = client_log("producer")
         self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
         self._target_log.addFilter(TargetNoise(self.waits))
@@ -130,20 +137,7 @@ class Stream:
         spec = self.spec
         clients = self.clients
         self._join()
-        clients.producers = []
-        queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
-        shares = queue_shares(queue_size, spec.num_producers)
-        kbytes = spec.producer.get("queue.buffering.max.kbytes")
-        for i, share in enumerate(shares):
-            producer_conf: dict[str, Any] = client_conf(spec.producer)
-            producer_conf["queue.buffering.max.messages"] = share
-            if kbytes is not None:  # buffer.memory: per stream too (Java's producer holds it once)
-                producer_conf["queue.buffering.max.kbytes"] = max(1, int(kbytes) // len(shares))
-            producer_conf["on_delivery"] = self.failures.delivery_failed
-            producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
-            producer_conf["stats_cb"] = self._producer_statistics(i)
-            producer_conf["error_cb"] = self.access.error_cb("target")
-            clients.producers.append(Producer(producer_conf, logger=self._target_log))
+        clients.producers = self._producers()
         clients.started(
             AdminClient({**admin_settings(spec.consumer), "logger": quiet}),
             AdminClient({**admin_settings(spec.producer), "logger": quiet}),
@@ -162,6 +156,8 @@ class Stream:
                     try:
                         self._loop()
                         break
+                    except Stalled as exc:
+                        self._replace_stalled(exc)
                     except Rejoin as exc:
                         self._rejoin(exc)
             except (KafkaException, KmirrorError) as exc:
@@ -246,12 +242,31 @@ class Stream:
         )
         self._distrusted_warned = (stamp.distrusted, now)
 
+    def _producers(self) -> list[Producer]:
+        """The stream's producers, the producer queue shared among them."""
+        spec = self.spec
+        queue_size = int(spec.producer.get("queue.buffering.max.messages", 100_000))
+        shares = queue_shares(queue_size, spec.num_producers)
+        kbytes = spec.producer.get("queue.buffering.max.kbytes")
+        producers = []
+        for i, share in enumerate(shares):
+            producer_conf: dict[str, Any] = client_conf(spec.producer)
+            producer_conf["queue.buffering.max.messages"] = share
+            if kbytes is not None:  # buffer.memory: per stream too (Java's producer holds it once)
+                producer_conf["queue.buffering.max.kbytes"] = max(1, int(kbytes) // len(shares))
+            producer_conf["on_delivery"] = self.failures.delivery_failed
+            producer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
+            producer_conf["stats_cb"] = self._producer_statistics(i)
+            producer_conf["error_cb"] = self.access.error_cb("target")
+            producers.append(Producer(producer_conf, logger=self._target_log))
+        return producers
+
     def _join(self) -> None:
         """A consumer of the stream's group: at the start, and again after a fencing of its own doing."""
         spec = self.spec
         consumer_conf: dict[str, Any] = client_conf(spec.consumer)
         consumer_conf["statistics.interval.ms"] = STATISTICS_INTERVAL_MS
-        consumer_conf["stats_cb"] = lambda raw: metrics.consumer_statistics(raw, self.snap)
+        consumer_conf["stats_cb"] = self._consumer_statistics
         consumer_conf["error_cb"] = self.access.error_cb("source")
         # Every offset reset comes to the stream, which knows whether it is a gap (kmirror.mirror.gaps).
         # It fetches a partition again with incremental_assign: cooperative-sticky only (the default).
@@ -301,6 +316,24 @@ class Stream:
         self._join()
         self.placement.refresh()
 
+    def _replace_stalled(self, exc: Stalled) -> None:
+        """Partitions the consumer stopped fetching (:mod:`kmirror.mirror.stalls`): commit what the target
+        acknowledged, close the consumer (the group keeps a static member's partitions for it), and join
+        with a new one under the same group.instance.id, which resumes from those offsets."""
+        log.warning("%s; replacing the stream's consumer: it resumes from the offsets just committed", exc)
+        self._commit_positions(None)
+        self.stalls.acted()
+        self.waits.forget()
+        old, self.clients.consumer = self.clients.the_consumer(), None
+        try:
+            old.close()
+        except (KafkaException, RuntimeError) as close_error:
+            log.debug("%s: closing the stalled consumer: %s", self.spec.label, close_error)
+        self.membership.release_all()
+        self.placement.forget()  # the new consumer subscribes at its first refresh
+        self._join()
+        self.placement.refresh()
+
     def _deliver_before_stop(self, timeout: float) -> None:
         """Serve delivery reports until the producers are empty or ``timeout`` passes (error paths only:
         nothing is committed after this)."""
@@ -339,6 +372,7 @@ class Stream:
         stamp = self._stamp
         dest = None if spec.rename.identity else placement.dest  # updated in place by the placement
         headers: Headers | None
+        stalls = self.stalls
         while not self._stop:
             # What is fetched already, at once; when nothing is, wait for the first record, then take
             # what came with it (IDLE_WAIT_S: a batch never waits to fill up).
@@ -416,6 +450,11 @@ class Stream:
             if access.failed():
                 access.raise_if_unauthenticated()
             points.raise_if_refused()
+            if stalls.found:
+                raise Stalled(
+                    f"{spec.label}: fetching stopped on "
+                    + ", ".join(f"{t}[{p}] for {s:.0f} s ({f.show()})" for (t, p), f, s in stalls.found)
+                )
 
     def _consumer_error(self, m: Message) -> None:
         """An event the consumer returned instead of a record: an offset reset (:mod:`kmirror.mirror.gaps`),
@@ -511,6 +550,13 @@ class Stream:
             self.snap.commits += 1
 
     # ------------------------------------------------------------------ reporting
+
+    def _consumer_statistics(self, raw: str) -> None:
+        """librdkafka's consumer statistics (every STATISTICS_INTERVAL_MS, from within a poll): metrics,
+        and the stall watch, which starts again whenever the stream is blocked on its target."""
+        stats = metrics.consumer_statistics(raw, self.snap)
+        reading = self.waits.blocked_since is None and not self.waits.held
+        self.stalls.observe(time.monotonic(), fetches(stats), reading)
 
     def _producer_statistics(self, index: int) -> Callable[[str], None]:
         def fold(raw: str) -> None:

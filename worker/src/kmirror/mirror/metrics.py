@@ -65,9 +65,10 @@ class Snapshot:
     taken: float = field(default_factory=time.time)
 
 
-def consumer_statistics(raw: str, snap: Snapshot) -> None:
-    """Fold librdkafka consumer statistics JSON into a snapshot (bytes read, lag per partition)."""
-    stats = json.loads(raw)
+def consumer_statistics(raw: str, snap: Snapshot) -> dict[str, Any]:
+    """Fold librdkafka consumer statistics JSON into a snapshot (bytes read, lag per partition); the
+    parsed document."""
+    stats: dict[str, Any] = json.loads(raw)
     snap.bytes_in = int(stats.get("rxmsg_bytes", snap.bytes_in))
     lag = {}
     for topic, t in stats.get("topics", {}).items():
@@ -79,6 +80,7 @@ def consumer_statistics(raw: str, snap: Snapshot) -> None:
             ):
                 lag[(topic, int(pid))] = int(p["consumer_lag"])
     snap.partition_lag = lag
+    return stats
 
 
 def producer_statistics(raw: str, snap: Snapshot) -> None:
