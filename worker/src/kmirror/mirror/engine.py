@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
-from kmirror.kafkaio import client_log
+from kmirror.kafkaio import Repeats, client_log, repeats
 from kmirror.lineage.provenance import Headers, Stamp
 from kmirror.mirror import metrics
 from kmirror.mirror.authfail import Access, quiet_repeated_logins
@@ -49,7 +49,6 @@ from kmirror.mirror.membership import Membership, Rejoin
 from kmirror.mirror.outage import TargetNoise, TargetWaits
 from kmirror.mirror.placement import Placement
 from kmirror.mirror.reach import Reachability
-from kmirror.mirror.repeats import Repeats, repeats
 from kmirror.mirror.spec import (
     IDLE_WAIT_S,
     REPORT_INTERVAL_S,
@@ -99,7 +98,7 @@ class Stream:
         self.resets = OffsetResets(spec, self.snap, clients, membership, points)
         self.reach = Reachability(spec, clients, access, self._stopping)
         self._target_log = client_log("producer")
-        self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
+        self._target_repeats = repeats(self._target_log)  # client_log's, the first filter
         self._target_log.addFilter(TargetNoise(self.waits))
         quiet_repeated_logins(self._target_log)
         self._source_repeats: Repeats | None = None
@@ -258,7 +257,7 @@ class Stream:
         if cooperative(spec.consumer):
             consumer_conf["auto.offset.reset"] = "error"
         source_log = client_log("consumer")
-        self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
+        self._source_repeats = repeats(source_log)  # client_log's, the first filter
         quiet_repeated_logins(source_log)
         self.membership.joined(source_log)
         self.clients.consumer = Consumer(consumer_conf, logger=source_log)

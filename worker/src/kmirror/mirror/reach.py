@@ -5,7 +5,7 @@ would make the unit restart it every 10 s into the same flood of librdkafka line
 for it as it waits out a target outage while mirroring, with one line per stats interval naming the
 cluster, its bootstrap servers, since when and what failed (librdkafka's last connection failure, e.g.
 "Failed to resolve 'kafka-source-server1:6667'"); librdkafka's own repeated lines are rate-limited
-(:mod:`kmirror.mirror.repeats`). Nothing is read or committed meanwhile, and the stream owns no
+(:class:`kmirror.kafkaio.Repeats`). Nothing is read or committed meanwhile, and the stream owns no
 partitions, so ``kmirror_stream_unassigned_seconds`` grows and its alert fires. A refused login or ACL
 still stops the stream at once (exit 2): waiting does not repair credentials.
 """
@@ -20,9 +20,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.authorization import authorization_error
 from kmirror.errors import one_line
+from kmirror.kafkaio import Repeats
 from kmirror.mirror.authfail import Access
 from kmirror.mirror.clients import Clients
-from kmirror.mirror.repeats import Repeats
 from kmirror.mirror.spec import StreamSpec
 
 log = logging.getLogger(__name__)
