@@ -151,12 +151,7 @@ class Stream:
         clean = False
         try:
             try:
-                assert self._source_repeats is not None
-                self.reach.wait(self._source_repeats, self._target_repeats)
-                if spec.provenance and not self._stop:
-                    self._stamp = self._provenance()
-                if not self._stop:
-                    self.placement.refresh()
+                self._start()
                 while not self._stop:
                     try:
                         self._loop()
@@ -196,6 +191,20 @@ class Stream:
                 spec.label,
                 self.unacknowledged,
             )
+
+    def _start(self) -> None:
+        """Wait for both clusters, then make the sync topic (``--groups``), read the cluster ids
+        (``--provenance.header.enable``) and place the topics (which subscribes the consumer); a link that
+        drops again during a step is waited out (:meth:`Reachability.retry`), a stop request ends it."""
+        assert self._source_repeats is not None
+        reach = self.reach
+        reach.wait(self._source_repeats, self._target_repeats)
+        if self.points.syncs is not None and not self._stop:
+            reach.retry("making the sync topic", self.points.make_sync_topic)
+        if self.spec.provenance and not self._stop:
+            self._stamp = reach.retry("reading the cluster ids", self._provenance)
+        if not self._stop:
+            reach.retry("the first topic placement", self.placement.refresh)
 
     def _provenance(self) -> Stamp:
         """The origin stamp of this source and target, from their cluster ids."""
@@ -298,7 +307,7 @@ class Stream:
             log.debug("%s: closing the fenced consumer: %s", spec.label, close_error)
         self.placement.forget()  # the new consumer subscribes at its first refresh
         self._join()
-        self.placement.refresh()
+        self.reach.retry("the topic placement after joining again", self.placement.refresh)
 
     def _deliver_before_stop(self, timeout: float) -> None:
         """Serve delivery reports until the producers are empty or ``timeout`` passes (error paths only:
