@@ -3,6 +3,10 @@ offsets, partitions' end offsets (with the watermark fallback and the probe past
 the group states with live members, a Kafka error as one line, and the loggers handed to clients. Used
 by mirror, failover, health and audit.
 
+librdkafka's own lines reach kmirror's log through :func:`client_log`, whose logger holds them to one line
+of a kind per minute (:class:`Repeats`): while a link is cut each client retries its connections many
+times a second, and every retry is an ERROR line.
+
 librdkafka (2.4 to at least 2.16) dereferences a missing consumer-group handle when an admin client's
 OffsetFetch is answered NOT_COORDINATOR: the process dies with SIGSEGV (librdkafka issue 5040,
 confluent-kafka-python 1982). Apache Kafka answers that way while a group's coordinator is still being
@@ -16,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -35,12 +40,6 @@ Key = tuple[str, int]
 F = TypeVar("F", bound=logging.Filter)
 
 
-def client_log(name: str) -> logging.Logger:
-    """The logger handed to a client (``logger=``) for librdkafka's own lines: ``kmirror.librdkafka.NAME``,
-    WARNING and up once the mirror's logging is set up (:mod:`kmirror.mirror.logformat`)."""
-    return logging.getLogger(f"kmirror.librdkafka.{name}")
-
-
 def one_filter(logger: logging.Logger, kind: type[F]) -> F:
     """``logger``'s one filter of ``kind``, added when it has none (a process runs one stream: one filter
     of each kind is enough, whichever client's logger it is)."""
@@ -50,6 +49,84 @@ def one_filter(logger: logging.Logger, kind: type[F]) -> F:
     new = kind()
     logger.addFilter(new)
     return new
+
+
+REPEAT_WINDOW_S = 60.0
+"""At most one librdkafka line of a kind per window (the window of a kind opens at its first line)."""
+
+# The parts of a librdkafka line that differ between repeats of the same failure.
+_VARYING = re.compile(
+    r"\(after \d+ms in state [A-Z_]+(?:, \d+ identical error\(s\) suppressed)?\)"
+    r"|\d+ identical error\(s\) suppressed"
+    r"|\[thrd:[^\]]*\]"
+    r"|rdkafka#[a-z]+-\d+"
+)
+_FAILURE = re.compile(r"^(FAIL|ERROR)$")
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
+_AFTER = re.compile(r"\s*\(after \d+ms in state [A-Z_]+(?:, \d+ identical error\(s\) suppressed)?\)")
+
+
+class Repeats(logging.Filter):
+    """librdkafka's repeated lines, rate-limited, and the last connection failure it reported; every
+    :func:`client_log` logger has one (the first of its filters).
+
+    While a cluster is unreachable librdkafka logs one FAIL line per broker address and retry, and it
+    retries many times a second: a source whose host names do not resolve wrote about 240 ERROR lines in
+    14 s, a cut link about 1,500 per stream in 20 s, the lines a client queued during a blocking request
+    all in the same millisecond. This filter lets the first line of a kind through, counts the ones like it
+    for ``window_s``, and lets the next one through with the count. Two lines are "alike" when they say
+    the same thing about the same broker once librdkafka's own counters, timings, thread and client names
+    are cut from them (so a logger's clients share their kinds).
+
+    ``last_failure`` is the last connection failure, which the stream names in its own line ("source
+    cluster ... unreachable since ...: Failed to resolve ...") instead of librdkafka's generic "Local:
+    Broker transport failure"."""
+
+    def __init__(
+        self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._clock = clock
+        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (window start, lines held back)
+        self.last_failure: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not (isinstance(args, tuple) and len(args) == 3):
+            return True  # not a librdkafka line
+        fac, _name, text = (str(a) for a in args)
+        if _FAILURE.match(fac):
+            self.last_failure = _AFTER.sub("", _THREAD.sub("", text))
+        if record.levelno < logging.WARNING:
+            return True
+        kind = f"{fac} {_VARYING.sub('', text)}"
+        now = self._clock()
+        seen = self._kinds.get(kind)
+        if seen is not None and now - seen[0] < self.window_s:
+            self._kinds[kind] = (seen[0], seen[1] + 1)
+            return False
+        self._kinds[kind] = (now, 0)
+        if len(self._kinds) > 1000:  # many brokers over a long outage: forget the stale kinds
+            self._kinds = {k: v for k, v in self._kinds.items() if now - v[0] < self.window_s}
+        if seen is not None and seen[1]:
+            record.args = (fac, _name, f"{text} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)")
+        return True
+
+
+def repeats(logger: logging.Logger) -> Repeats:
+    """``logger``'s one :class:`Repeats` filter."""
+    return one_filter(logger, Repeats)
+
+
+def client_log(name: str) -> logging.Logger:
+    """The logger handed to a client (``logger=``) for librdkafka's own lines: ``kmirror.librdkafka.NAME``,
+    WARNING and up once the mirror's logging is set up (:mod:`kmirror.mirror.logformat`), each kind of
+    line at most once a minute (its :class:`Repeats`, the logger's first filter: it notes the failures the
+    filters after it drop)."""
+    logger = logging.getLogger(f"kmirror.librdkafka.{name}")
+    repeats(logger)
+    return logger
 
 
 def silent_log(name: str) -> logging.Logger:

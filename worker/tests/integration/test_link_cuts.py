@@ -15,13 +15,19 @@ requests run in :mod:`kmirror.coordinator`'s helper process, whose abort is one 
 Asserted after every fault: the `kmirror run` process and both its stream processes are the ones started
 (no exit, no signal), records flow again on every target partition, and at the end every record written
 is on the target in the same partition and order (duplicates allowed: a lost session re-reads from the
-last commit).
+last commit). While the source link is cut, librdkafka's own lines stay few (at most two per stats
+interval and stream, none twice): before, its clients wrote about 1,500 ERROR lines per stream in 20 s.
+
+A link cut while the streams start (the run started with it cut): before, a stream whose target link was
+gone made its sync topic before waiting for the target, and one whose link dropped after that wait
+failed its first topic placement; either exited 1 and the supervisor stopped the whole run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +56,14 @@ RATE = 200.0  # records per second into the source
 CUT_S = 20.0  # longer than session.timeout.ms (6 s) and than the STUCK check's 12 s
 SESSION = "session.timeout.ms=6000\nheartbeat.interval.ms=1000\n"
 FLOW_BOUND_S = 90.0  # a lost session rejoins, the static member's old one expires, records flow again
+START_CUT_S = 12.0  # longer than a start-up request's 10 s timeout: each stream meets the cut link
+SLOW_MS = 1000  # each way: the link back slow, the steps after the wait for the target take seconds
+STATS_S = 2.0  # run_args' --stats.interval.ms
+STREAMS = 2
+# librdkafka's lines from a cut until records flow again and SETTLE_S more (a client writes the lines it
+# queued while a request waited when that request returns, often after the link is back): at most two
+# per stats interval and stream, and a few more.
+SETTLE_S = 5.0
 QUIET = logging.getLogger("test_link_cuts.clients")
 QUIET.setLevel(logging.CRITICAL + 1)
 
@@ -199,9 +213,13 @@ def mirror(
     linked: Linked,
     name: str,
     source: KafkaCluster | None = None,
+    cut_at_start: ClusterLink | None = None,
+    while_cut: Callable[[Mirror], None] | None = None,
 ) -> Iterator[Mirror]:
     """Live traffic into a fresh topic, and a two-stream `kmirror run` (with `--groups`) copying it through
-    the links (from `source`'s direct listener instead, when given); yields once records flow."""
+    the links (from `source`'s direct listener instead, when given); yields once records flow.
+    `cut_at_start`: that link is cut when the run starts, and restored once its streams started and
+    `while_cut` returned (default: START_CUT_S later)."""
     target = linked.target
     bootstraps = (source.bootstrap if source else linked.to_source.bootstrap, linked.to_target.bootstrap)
     source = source or linked.source
@@ -212,6 +230,8 @@ def mirror(
         tmp_path / "consumer.properties", f"bootstrap.servers={bootstraps[0]}\ngroup.id={group}\n{SESSION}"
     )
     producer = write(tmp_path / "producer.properties", f"bootstrap.servers={bootstraps[1]}\n")
+    if cut_at_start is not None:
+        cut_at_start.cut()
     worker = Worker(
         tmp_path,
         run_args(
@@ -236,6 +256,12 @@ def mirror(
             assert time.monotonic() < deadline, f"no two stream processes:\n{worker.log()}"
             m.streams = stream_pids(worker)
             time.sleep(0.2)
+        if cut_at_start is not None:
+            if while_cut is None:
+                m.hold(START_CUT_S, "while its streams started with the link cut")
+            else:
+                while_cut(m)
+            cut_at_start.restore()
         # Faults start once both streams have partitions (the cooperative follow-up rebalance is over):
         # a stream still starting meets the fault in its start-up, another path than the one tested here.
         m.timings["both streams assigned"] = round(
@@ -251,19 +277,49 @@ def mirror(
 
 
 def cut_loop(
-    m: Mirror, link: ClusterLink, fault: str, apply: Callable[[ClusterLink], None], rounds: int
+    m: Mirror,
+    link: ClusterLink,
+    fault: str,
+    apply: Callable[[ClusterLink], None],
+    rounds: int,
+    *,
+    few_lines: bool = False,
 ) -> None:
+    """`rounds` faults of CUT_S each, records flowing again after each; `few_lines`: librdkafka's own
+    lines written during each are few, and none twice (:func:`assert_few_librdkafka_lines`)."""
     for i in range(rounds):
+        written, since = len(m.worker.log()), time.monotonic()
         apply(link)
         m.hold(CUT_S, f"during {fault} {i + 1}")
         link.restore()
         m.flowing(f"after {fault} {i + 1}")
+        if few_lines:
+            m.hold(SETTLE_S, f"after {fault} {i + 1}")
+            seconds = time.monotonic() - since
+            assert_few_librdkafka_lines(m.worker.log()[written:], seconds, f"{fault} {i + 1}")
+
+
+def assert_few_librdkafka_lines(log: str, seconds: float, fault: str) -> None:
+    """At most two of librdkafka's lines per stats interval and stream in `seconds` (and 5 more), and no
+    line twice (the same process, logger and text)."""
+    lines = [line.split(" ", 2)[-1] for line in log.splitlines() if " kmirror.librdkafka." in line]
+    twice = sorted({line for line in lines if lines.count(line) > 1})
+    bound = 2 * STREAMS * math.ceil(seconds / STATS_S) + 5
+    print(
+        f"\nLINK {fault}: {len(lines)} librdkafka lines in {seconds:.0f} s (at most {bound}), "
+        f"{len(twice)} twice"
+    )
+    assert len(lines) <= bound, (
+        f"{len(lines)} librdkafka lines in {seconds:.0f} s of {fault} (at most {bound}):\n"
+        + "\n".join(lines[:40])
+    )
+    assert not twice, f"written more than once during {fault}:\n" + "\n".join(twice[:20])
 
 
 def test_source_link_cut(linked: Linked, tmp_path: Path, workers: list[Worker]) -> None:
     """Connections to the source refused for 20 s, twice: sessions time out, partitions are lost."""
     with mirror(tmp_path, workers, linked, "cut") as m:
-        cut_loop(m, linked.to_source, "source link cut", ClusterLink.cut, rounds=2)
+        cut_loop(m, linked.to_source, "source link cut", ClusterLink.cut, rounds=2, few_lines=True)
         m.finish("source link cut twice")
     # While no source broker answered, the group sync said so, not that the source has no such group.
     assert "no consumer group matching" not in m.worker.log()
@@ -283,6 +339,43 @@ def test_target_link_cut(linked: Linked, tmp_path: Path, workers: list[Worker]) 
     with mirror(tmp_path, workers, linked, "tcut") as m:
         cut_loop(m, linked.to_target, "target link cut", ClusterLink.cut, rounds=1)
         m.finish("target link cut")
+
+
+def test_target_link_cut_while_the_streams_start(
+    linked: Linked, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """`kmirror run` started with connections to the target refused: each stream waits for the target.
+    The link comes back slow and is cut again once a stream said the target answers, so the cut meets
+    the steps after that wait (the sync topic, the first topic placement); then it is back for good."""
+    link = linked.to_target
+
+    def cut_again_after_the_wait(m: Mirror) -> None:
+        m.hold(START_CUT_S, "while its streams started with the target link cut")
+        link.restore()
+        link.latency(SLOW_MS)
+        m.wait(
+            lambda: "target cluster answers again" in m.worker.log(),
+            FLOW_BOUND_S,
+            "a stream saying the target answers again",
+        )
+        link.cut()
+        m.hold(START_CUT_S, "while its streams' steps after the wait met the cut target link")
+
+    with mirror(
+        tmp_path, workers, linked, "tstart", cut_at_start=link, while_cut=cut_again_after_the_wait
+    ) as m:
+        retried = [line for line in m.worker.log().splitlines() if "failing since" in line]
+        print("\nLINK target link cut while the streams started, steps retried:\n" + "\n".join(retried))
+        m.finish("target link cut while the streams started")
+
+
+def test_source_link_cut_while_the_streams_start(
+    linked: Linked, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """`kmirror run` started with connections to the source refused: the preflight is skipped, each stream
+    waits for the source, then places its topics and joins its group once the link is back."""
+    with mirror(tmp_path, workers, linked, "sstart", cut_at_start=linked.to_source) as m:
+        m.finish("source link cut while the streams started")
 
 
 def coordinator(cluster: KafkaCluster, group: str) -> int:

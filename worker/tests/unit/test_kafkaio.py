@@ -1,8 +1,11 @@
-"""kmirror.kafkaio: whether a stuck group has partitions to give, without a broker."""
+"""kmirror.kafkaio without a broker: whether a stuck group has partitions to give; librdkafka's repeated
+lines rate-limited (one line per kind per window) on every client logger."""
 
 from __future__ import annotations
 
-from kmirror.kafkaio import partitions_to_give
+import logging
+
+from kmirror.kafkaio import Repeats, client_log, partitions_to_give, repeats
 
 
 def test_partitions_to_give_while_a_rebalance_does_not_finish():
@@ -21,3 +24,80 @@ def test_partitions_to_give_in_a_stable_group_that_lists_its_members():
 
 def test_a_stable_group_without_a_member_list_cannot_tell():
     assert partitions_to_give("STABLE", [], 4) is None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def line(fac: str, text: str, level: int = logging.ERROR) -> logging.LogRecord:
+    return logging.LogRecord(
+        "kmirror.librdkafka.consumer", level, "", 0, "%s [%s] %s", (fac, "rdkafka#consumer-1", text), None
+    )
+
+
+RESOLVE = (
+    "[thrd:a:6667/bootstrap]: a:6667/bootstrap: Failed to resolve 'a:6667': Name or service not known "
+    "(after {}ms in state CONNECT)"
+)
+
+
+def test_repeats_of_one_kind_are_held_back_for_the_window_then_counted() -> None:
+    clock = Clock()
+    r = Repeats(window_s=60, clock=clock)
+    assert r.filter(line("FAIL", RESOLVE.format(0)))
+    passed = [r.filter(line("FAIL", RESOLVE.format(i))) for i in range(1, 177)]
+    assert not any(passed)
+    clock.now = 61
+    again = line("FAIL", RESOLVE.format(3))
+    assert r.filter(again)
+    assert again.getMessage().endswith("(176 more like it in the last 61 s)")
+
+
+def test_different_brokers_and_failures_are_different_kinds() -> None:
+    r = Repeats(window_s=60, clock=Clock())
+    assert r.filter(line("FAIL", RESOLVE.format(0)))
+    assert r.filter(line("FAIL", RESOLVE.format(0).replace("a:6667", "b:6667")))
+    assert r.filter(line("SESSTMOUT", "session timed out", logging.WARNING))
+    assert not r.filter(line("FAIL", RESOLVE.format(9)))
+
+
+def test_the_last_failure_is_kept_without_librdkafka_timings_even_when_held_back() -> None:
+    r = Repeats(window_s=60, clock=Clock())
+    r.filter(line("FAIL", RESOLVE.format(0)))
+    r.filter(line("FAIL", RESOLVE.format(5).replace("a:6667", "c:6667")))
+    assert r.last_failure == "c:6667/bootstrap: Failed to resolve 'c:6667': Name or service not known"
+
+
+def test_debug_and_info_lines_and_other_loggers_pass() -> None:
+    r = Repeats(window_s=60, clock=Clock())
+    for _ in range(3):
+        assert r.filter(line("INIT", "initialized", logging.INFO))
+    plain = logging.LogRecord("x", logging.ERROR, "", 0, "plain %s", ("text",), None)
+    assert r.filter(plain) and r.filter(plain)
+
+
+REFUSED = (
+    "[thrd:127.0.0.1:60639/{}]: 127.0.0.1:60639/{}: Connect to ipv4#127.0.0.1:60639 failed: Connection "
+    "refused (after 0ms in state CONNECT)"
+)
+
+
+def test_every_client_logger_holds_a_cut_link_to_one_line_per_broker_handle(caplog) -> None:
+    """The lines of a cut link as the group sync's and sync writer's clients wrote them (about 1,500 per
+    stream in 20 s, hundreds queued in one millisecond): one per broker handle reaches the log, once."""
+    logger = client_log("groupsync")
+    assert repeats(logger) is logger.filters[0] and client_log("groupsync") is logger
+    assert len([f for f in logger.filters if isinstance(f, Repeats)]) == 1
+    with caplog.at_level(logging.WARNING, logger="kmirror.librdkafka"):
+        for i in range(1500):
+            handle = "bootstrap" if i % 3 else "1"
+            client = f"rdkafka#{'consumer' if i % 2 else 'producer'}-{i % 5 + 6}"
+            logger.error("%s [%s] %s", "FAIL", client, REFUSED.format(handle, handle))
+    shown = [r.getMessage() for r in caplog.records if r.name == "kmirror.librdkafka.groupsync"]
+    assert len(shown) == 2, shown
+    assert len(set(shown)) == 2

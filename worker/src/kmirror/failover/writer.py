@@ -64,13 +64,18 @@ class SyncWriter:
         # provenance headers naming it, also when the source is gone (read at the first assignment).
         self.source_cluster = ""
         self.admin = AdminClient({**admin_settings(producer_settings), "logger": quiet})
-        ensure_sync_topic(self.admin, replication_factor)
+        self.replication_factor = replication_factor
         conf: dict[str, Any] = dict(admin_settings(producer_settings))
         conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5, "on_delivery": self._failed})
         self.producer = Producer(conf, logger=quiet)
         self.probe = Consumer(probe_conf(producer_settings), logger=quiet)
         self.written = 0
         self.seconds = 0.0  # time spent at commit points, for the stats
+
+    def ensure_topic(self) -> None:
+        """Create the sync topic on the target when it is missing (the first request to the target: the
+        writer's clients are made without one)."""
+        ensure_sync_topic(self.admin, self.replication_factor)
 
     def _failed(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None and self.refused is None and authorization_error(err) is not None:

@@ -36,14 +36,20 @@ class CommitPoints:
         self.syncs: SyncWriter | None = None
 
     def open(self) -> None:
-        """Start the sync point writer (``--groups``), making its topic when missing."""
-        if not self.spec.offset_syncs:
-            return
-        spec = self.spec
-        try:
+        """Make the sync point writer (``--groups``) without asking either cluster yet."""
+        if self.spec.offset_syncs:
+            spec = self.spec
             self.syncs = SyncWriter(
                 spec.label, spec.consumer["group.id"], spec.producer, spec.replication_factor, spec.consumer
             )
+
+    def make_sync_topic(self) -> None:
+        """Make the sync topic when it is missing (``--groups``). A refusal for lack of an ACL is the stop;
+        a failure on the way is the caller's to retry (:meth:`kmirror.mirror.reach.Reachability.retry`)."""
+        if self.syncs is None:
+            return
+        try:
+            self.syncs.ensure_topic()
         except KafkaException as exc:
             # Made when missing: CREATE, else DESCRIBE (the metadata that finds it) on the sync topic.
             why = "kmirror run --groups writes its sync points there"

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.config import admin_settings, client_conf
 from kmirror.errors import KmirrorError
-from kmirror.kafkaio import client_log
+from kmirror.kafkaio import Repeats, client_log, repeats
 from kmirror.lineage.provenance import Headers, Stamp
 from kmirror.mirror import metrics
 from kmirror.mirror.authfail import Access, quiet_repeated_logins
@@ -49,7 +49,6 @@ from kmirror.mirror.membership import Membership, Rejoin
 from kmirror.mirror.outage import TargetNoise, TargetWaits
 from kmirror.mirror.placement import Placement
 from kmirror.mirror.reach import Reachability
-from kmirror.mirror.repeats import Repeats, repeats
 from kmirror.mirror.spec import (
     IDLE_WAIT_S,
     REPORT_INTERVAL_S,
@@ -106,7 +105,7 @@ class Stream:
         self.reach = Reachability(spec, clients, access, self._stopping)
         self.stalls = StallWatch()
         self._target_log = client_log("producer")
-        self._target_repeats = repeats(self._target_log)  # first: it notes the failures the others drop
+        self._target_repeats = repeats(self._target_log)  # client_log's, the first filter
         self._target_log.addFilter(TargetNoise(self.waits))
         quiet_repeated_logins(self._target_log)
         self._source_repeats: Repeats | None = None
@@ -146,12 +145,7 @@ class Stream:
         clean = False
         try:
             try:
-                assert self._source_repeats is not None
-                self.reach.wait(self._source_repeats, self._target_repeats)
-                if spec.provenance and not self._stop:
-                    self._stamp = self._provenance()
-                if not self._stop:
-                    self.placement.refresh()
+                self._start()
                 while not self._stop:
                     try:
                         self._loop()
@@ -193,6 +187,20 @@ class Stream:
                 spec.label,
                 self.unacknowledged,
             )
+
+    def _start(self) -> None:
+        """Wait for both clusters, then make the sync topic (``--groups``), read the cluster ids
+        (``--provenance.header.enable``) and place the topics (which subscribes the consumer); a link that
+        drops again during a step is waited out (:meth:`Reachability.retry`), a stop request ends it."""
+        assert self._source_repeats is not None
+        reach = self.reach
+        reach.wait(self._source_repeats, self._target_repeats)
+        if self.points.syncs is not None and not self._stop:
+            reach.retry("making the sync topic", self.points.make_sync_topic)
+        if self.spec.provenance and not self._stop:
+            self._stamp = reach.retry("reading the cluster ids", self._provenance)
+        if not self._stop:
+            reach.retry("the first topic placement", self.placement.refresh)
 
     def _provenance(self) -> Stamp:
         """The origin stamp of this source and target, from their cluster ids."""
@@ -273,7 +281,7 @@ class Stream:
         if cooperative(spec.consumer):
             consumer_conf["auto.offset.reset"] = "error"
         source_log = client_log("consumer")
-        self._source_repeats = repeats(source_log)  # first: it notes the failures the others drop
+        self._source_repeats = repeats(source_log)  # client_log's, the first filter
         quiet_repeated_logins(source_log)
         self.membership.joined(source_log)
         self.clients.consumer = Consumer(consumer_conf, logger=source_log)
@@ -314,7 +322,7 @@ class Stream:
             log.debug("%s: closing the fenced consumer: %s", spec.label, close_error)
         self.placement.forget()  # the new consumer subscribes at its first refresh
         self._join()
-        self.placement.refresh()
+        self.reach.retry("the topic placement after joining again", self.placement.refresh)
 
     def _replace_stalled(self, exc: Stalled) -> None:
         """Partitions the consumer stopped fetching (:mod:`kmirror.mirror.stalls`): commit what the target

@@ -345,10 +345,16 @@ def plan(
     return [TopicSpec(t, n, dict(configs.get(t, {}))) for t, n in sorted(wanted.items()) if t not in existing]
 
 
+# A request that failed on the way to the target, not a refusal of the topic.
+_ON_THE_WAY = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN})
+
+
 def create(
     admin: AdminClient, specs: Iterable[TopicSpec], *, replication_factor: int = -1, timeout: float = 30.0
 ) -> list[str]:
-    """Create topics; one that already exists (another worker won the race) is fine. Returns created names."""
+    """Create topics; one that already exists (another worker won the race) is fine. Returns created names.
+    A refusal is a :class:`TopicError`; a request that failed on the way (a cut link, a timeout) stays the
+    KafkaException, which the stream asks again."""
     new = [
         NewTopic(
             s.name, num_partitions=s.partitions, replication_factor=replication_factor, config=dict(s.configs)
@@ -364,6 +370,8 @@ def create(
             created.append(name)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
+            if err.code() in _ON_THE_WAY or (err.retriable() and not err.fatal()):
+                raise  # the request did not get its answer (a link cut): the caller asks again
             if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TopicError(
                     f"could not create destination topic {name!r} on the target: {err.str()}; "

@@ -1,13 +1,17 @@
 """kmirror.mirror.topics planning without a cluster: which configs are copied, what a sync changes, which
-partitions are added, and how a partition mismatch is exposed. The same on Apache Kafka:
+partitions are added, how a partition mismatch is exposed, and that a creation that reached no broker is
+not taken for a refusal. The same on Apache Kafka:
 tests/integration/test_topic_sync.py (config sync; a target that refuses partitions),
 test_partition_growth.py (partitions added)."""
 
 from __future__ import annotations
 
-from confluent_kafka.admin import ConfigEntry, ConfigSource
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigSource
 from prometheus_client.core import GaugeMetricFamily
 
+from kmirror.kafkaio import silent_log
 from kmirror.mirror import metrics, topics
 
 
@@ -76,3 +80,12 @@ def test_partition_mismatch_gauge_one_series_per_source_and_topic():
     families = {f.name: f for f in collector.collect() if isinstance(f, GaugeMetricFamily)}
     samples = families["kmirror_topic_partition_mismatch"].samples
     assert [(s.labels, s.value) for s in samples] == [({"source": "east", "topic": "grown"}, 2)]
+
+
+def test_a_creation_that_never_reached_the_target_is_asked_again_not_refused():
+    """No broker listens (a cut link): the KafkaException stays, which the stream retries; a TopicError
+    would stop it with a line asking for a CREATE grant it may well have."""
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:1", "logger": silent_log("kmirror.test.topics")})
+    with pytest.raises(KafkaException) as raised:
+        topics.create(admin, [topics.TopicSpec("t", 1)], timeout=1.0)
+    assert raised.value.args[0].code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
