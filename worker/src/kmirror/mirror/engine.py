@@ -340,7 +340,7 @@ class Stream:
         self.membership.release_all()
         self.placement.forget()  # the new consumer subscribes at its first refresh
         self._join()
-        self.placement.refresh()
+        self.reach.retry("the topic placement after joining again", self.placement.refresh)
 
     def _deliver_before_stop(self, timeout: float) -> None:
         """Serve delivery reports until the producers are empty or ``timeout`` passes (error paths only:
