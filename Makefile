@@ -92,17 +92,7 @@ integration: install ## the worker's integration tests against real embedded bro
 # whole when one fails); the run fails when either fails. docs/testing.md: where the time goes.
 test: install ansible-install terraform-install lint lint-ansible wheelhouse ## linters, then every pytest tree (embedded brokers, real hosts) with every molecule scenario beside it
 	python3 tools/hosts.py prereqs
-	@set -o pipefail; mkdir -p .state; \
-	$(MAKE) --no-print-directory molecule > .state/molecule.log 2>&1 & lane=$$!; \
-	$(BIN)/pytest -q $(PYTEST_PARALLEL) --timeout 1800 --durations=30 $(PYTEST_ARGS) 2>&1 | tee .state/pytest.log; \
-	pytest_rc=$$?; \
-	echo "=== waiting for the molecule scenarios beside pytest (.state/molecule.log)"; \
-	wait $$lane; molecule_rc=$$?; \
-	if [ $$molecule_rc -ne 0 ]; then cat .state/molecule.log; fi; \
-	grep -E '^=== molecule scenario .* (passed|FAILED)' .state/molecule.log; \
-	tail -n 1 .state/molecule.log; \
-	grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed).* in ' .state/pytest.log | tail -n 1; \
-	[ $$pytest_rc -eq 0 ] && [ $$molecule_rc -eq 0 ]
+	tools/test_lanes.sh $(BIN) -q $(PYTEST_PARALLEL) --timeout 1800 --durations=30 $(PYTEST_ARGS)
 
 # The cluster options of roles/kmirror_config/meta/argument_specs.yml and terraform/modules/inventory/
 # cluster_definition.tf, from roles/kmirror_config/files/cluster_definition.yml (checked by make lint).
