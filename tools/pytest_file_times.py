@@ -7,13 +7,17 @@ docs/testing.md) are collected first, which orders files of equal count. Handing
 order (``--no-loadscope-reorder``) ran every long file at once and a loaded run failed two tests, so make
 test does not. With pytest-xdist the reports reach the controller, so
 the table covers every worker. Each row: the file's wall time summed over its tests (setup, call and
-teardown: a fixture that starts clusters counts), its number of tests and its slowest test. docs/testing.md
+teardown: a fixture that starts clusters counts), the CPU time its worker and the processes it waited for
+spent meanwhile (brokers, `kmirror run`, guests' tools: a process's CPU counts when it is reaped, so a
+module's clusters count at its last test), its number of tests and its slowest test. docs/testing.md
 keeps the table of a whole ``make test`` run; the run's own table is at the end of CI's output.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from collections.abc import Iterator
 
 import pytest
 
@@ -39,6 +43,31 @@ _total: dict[str, float] = defaultdict(float)
 _tests: dict[str, set[str]] = defaultdict(set)
 _slowest: dict[str, tuple[float, str]] = {}
 _per_test: dict[str, float] = defaultdict(float)
+_cpu: dict[str, float] = defaultdict(float)
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and of every child process it has reaped."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    item.stash[_CPU_START] = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    now = _cpu_now()
+    report.user_properties.append(("cpu_seconds", now - item.stash.get(_CPU_START, now)))
+    item.stash[_CPU_START] = now
+
+
+_CPU_START = pytest.StashKey[float]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,6 +82,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _total[path] += report.duration
     _tests[path].add(report.nodeid)
     _per_test[report.nodeid] += report.duration
+    _cpu[path] += sum(float(v) for k, v in report.user_properties if k == "cpu_seconds")
     spent = _per_test[report.nodeid]
     if spent > _slowest.get(path, (0.0, ""))[0]:
         _slowest[path] = (spent, report.nodeid.split("::", 1)[-1])
@@ -63,12 +93,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     ranked = sorted(_total.items(), key=lambda kv: -kv[1])
     terminalreporter.section(f"time per test file (the {min(ROWS, len(ranked))} slowest of {len(ranked)})")
-    terminalreporter.write_line(f"{'seconds':>8} {'tests':>5}  file  (slowest test, seconds)")
+    terminalreporter.write_line(f"{'seconds':>8} {'cpu s':>7} {'tests':>5}  file  (slowest test, seconds)")
     for path, seconds in ranked[:ROWS]:
         slow, name = _slowest[path]
         terminalreporter.write_line(
-            f"{seconds:8.1f} {len(_tests[path]):5d}  {path}  ({name[:60]}, {slow:.1f})"
+            f"{seconds:8.1f} {_cpu[path]:7.1f} {len(_tests[path]):5d}  {path}  ({name[:60]}, {slow:.1f})"
         )
     rest = sum(s for _, s in ranked[ROWS:])
-    terminalreporter.write_line(f"{rest:8.1f}        the other {max(0, len(ranked) - ROWS)} files")
-    terminalreporter.write_line(f"{sum(_total.values()):8.1f}        all files (summed over the workers)")
+    rest_cpu = sum(_cpu[p] for p, _ in ranked[ROWS:])
+    terminalreporter.write_line(
+        f"{rest:8.1f} {rest_cpu:7.1f}        the other {max(0, len(ranked) - ROWS)} files"
+    )
+    terminalreporter.write_line(
+        f"{sum(_total.values()):8.1f} {sum(_cpu.values()):7.1f}        all files (summed over the workers)"
+    )
