@@ -10,6 +10,11 @@ target: ``kmirror_heartbeat_latency_seconds`` is when the newest heartbeat arriv
 written, ``kmirror_heartbeat_age_seconds`` how old the newest heartbeat on the target is now (it grows
 while the link copies nothing; alert ``KmirrorLinkStale``).
 
+Anyone who may write to the heartbeat topic on the source can write a heartbeat of their own. One dated
+more than :data:`FUTURE_SKEW_S` after its arrival is not taken as the newest (it would pin the age at 0
+and keep ``KmirrorLinkStale`` from ever firing): it is counted (``kmirror_heartbeats_future_total``) and
+logged once per source until a good one comes.
+
 The writer needs WRITE and CREATE on the heartbeat topic of the source, the reader READ on its copy on
 the target; a refusal is one WARNING line (again when the reason changes) and never stops the mirror.
 """
@@ -36,6 +41,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = "kmirror.heartbeats."
 RETENTION_MS = 86_400_000  # a day of heartbeats on the source
+# A heartbeat dated this far after its arrival on the target is not believed (clocks of two data centres
+# may differ by seconds, not minutes).
+FUTURE_SKEW_S = 60.0
 
 
 def heartbeat_topic(source: str) -> str:
@@ -66,6 +74,8 @@ class Heartbeat:
         self.sent = 0
         self.newest_ms: int | None = None  # timestamp of the newest heartbeat seen on the target
         self.latency_s: float | None = None  # its arrival minus its writing
+        self.future = 0  # heartbeats dated more than FUTURE_SKEW_S after their arrival: not believed
+        self._future_warned = False  # said once until a believable heartbeat comes
         self._problem: str | None = None
 
     def run(self, stop: threading.Event) -> None:
@@ -92,14 +102,31 @@ class Heartbeat:
                         self._beat(producer, now)
                 for m in reader.consume(100, min(0.5, self.interval_s)):
                     if m.error() is None:
-                        written = m.timestamp()[1]
-                        if self.newest_ms is None or written > self.newest_ms:
-                            self.newest_ms = written
-                            self.latency_s = max(0.0, time.time() - written / 1000)
+                        self.arrived(m.timestamp()[1], time.time())
                 producer.poll(0)
         finally:
             producer.flush(5)
             reader.close()
+
+    def arrived(self, written_ms: int, now: float) -> None:
+        """A heartbeat written at ``written_ms`` (its timestamp) read from the target at ``now``."""
+        if written_ms / 1000 > now + FUTURE_SKEW_S:
+            if not self._future_warned:
+                self._future_warned = True
+                log.warning(
+                    "%s: a heartbeat on the target is dated %.0f s after it arrived (written by a clock far "
+                    "ahead, or by someone else who may write to %s on the source): not believed, counted "
+                    "in kmirror_heartbeats_future_total",
+                    self.source,
+                    written_ms / 1000 - now,
+                    self.topic,
+                )
+            self.future += 1
+            return
+        self._future_warned = False
+        if self.newest_ms is None or written_ms > self.newest_ms:
+            self.newest_ms = written_ms
+            self.latency_s = max(0.0, now - written_ms / 1000)
 
     def _make_topic(self) -> bool:
         admin = AdminClient({**self._source, "logger": silent_log("kmirror.heartbeats.client")})
@@ -151,12 +178,19 @@ def metric_families(beats: Iterable[Heartbeat]) -> Iterator[Metric]:
     sent = CounterMetricFamily(
         "kmirror_heartbeats_sent", "Heartbeats written to the source cluster", labels=["source"]
     )
+    future = CounterMetricFamily(
+        "kmirror_heartbeats_future",
+        f"Heartbeats on the target dated more than {FUTURE_SKEW_S:.0f} s after their arrival: not believed",
+        labels=["source"],
+    )
     now = time.time()
     for b in beats:
         sent.add_metric([b.source], b.sent)
+        future.add_metric([b.source], b.future)
         if b.newest_ms is not None and b.latency_s is not None:
             latency.add_metric([b.source], round(b.latency_s, 3))
             age.add_metric([b.source], round(max(0.0, now - b.newest_ms / 1000), 3))
     yield latency
     yield age
     yield sent
+    yield future
