@@ -37,6 +37,7 @@ from mirror_harness import (
 from test_failback import failback
 from test_failover import checkpoints, failover, kill_source
 
+from kmirror.failover.failback import QUARANTINE_HEADER
 from kmirror.lineage.provenance import HEADER, Origin, origin_of
 from kmirror.testing.kafka import KafkaCluster
 
@@ -168,7 +169,17 @@ def test_failback_finds_the_tail_despite_planted_headers(
     [p] = json.loads(out.stdout)["partitions"]
     assert (p["copied_through"], p["old_end"], p["tail_records"]) == (mirrored - 1, mirrored + tail, tail), p
     assert (p["last_copy_at"], p["new_records"]) == (mirrored - 1, new + 1), p
-    out = failback(tmp_path, "--quarantine")
-    assert out.returncode == 1, out.stdout + out.stderr
-    quarantined = [r.value for r in read_all(east, [f"{TOPIC}.failback-tail"], tail, timeout=60)]
-    assert quarantined == [b"orders:0:%d" % i for i in range(mirrored, mirrored + tail)]
+    # Planted in the quarantine topic before the first --quarantine: as many records as the tail, one with
+    # a quarantine header naming a tail record but another value. The count decided "copied" before.
+    quarantine = f"{TOPIC}.failback-tail"
+    create_topic(east, quarantine, 1)
+    junk = [
+        replace(r, topic=quarantine, value=b"junk:%d" % i) for i, r in enumerate(make_records(TOPIC, 1, tail))
+    ]
+    junk[0] = replace(junk[0], headers=((QUARANTINE_HEADER, b"%s/0/%d" % (TOPIC.encode(), mirrored)),))
+    produce(east, junk)
+    for _ in range(2):  # the second run copies nothing more
+        out = failback(tmp_path, "--quarantine")
+        assert out.returncode == 1, out.stdout + out.stderr
+        quarantined = [r.value for r in read_all(east, [quarantine], 2 * tail, timeout=60)]
+        assert quarantined[tail:] == [b"orders:0:%d" % i for i in range(mirrored, mirrored + tail)]

@@ -43,6 +43,11 @@ from kmirror.lineage.provenance import origin_of
 EXIT_TAIL = 1
 EXIT_NO_PROVENANCE = 4
 QUARANTINE_SUFFIX = ".failback-tail"
+# Each quarantined copy names the tail record it copies (``TOPIC/PARTITION/OFFSET``): a later run skips a
+# tail record only when the quarantine holds a copy naming it with the same key and value. Anyone who may
+# write to the quarantine topic can add records, never make a tail record count as copied without putting
+# that very record there.
+QUARANTINE_HEADER = "kmirror.failback.origin"
 STEP = 1000  # records read back from a partition's end per look for its last copy (doubled each time)
 
 
@@ -273,8 +278,8 @@ def plan(
 
 def quarantine(old: Mapping[str, str], parts: list[Partition], timeout: float) -> dict[tuple[str, int], int]:
     """Copy each tail to TOPIC.failback-tail on the old primary (created with the topic's partition count);
-    a tail copied by an earlier run is not copied again (what the quarantine partition already holds from
-    that range is skipped). Returns the records each partition's quarantine holds of its tail."""
+    a tail record an earlier run copied is not copied again (:data:`QUARANTINE_HEADER`). Returns the
+    records each partition's quarantine holds of its tail."""
     todo = [p for p in parts if p.tail_records]
     if not todo:
         return {}
@@ -304,11 +309,11 @@ def quarantine(old: Mapping[str, str], parts: list[Partition], timeout: float) -
     try:
         for p in todo:
             q = p.topic + QUARANTINE_SUFFIX
-            lo, held = _watermarks(reader, q, p.partition, timeout)
-            already = held - lo  # an earlier run's copy: the tail's first records, in order
+            held = _quarantined(reader, q, p, timeout)
             a, b = p.tail
-            for i, m in enumerate(_read(reader, p.topic, p.partition, a, b, timeout=timeout)):
-                if i < already:
+            for m in _read(reader, p.topic, p.partition, a, b, timeout=timeout):
+                origin = f"{p.topic}/{p.partition}/{m.offset()}".encode()  # type: ignore[attr-defined]
+                if held.get(origin) == (m.key(), m.value()):  # type: ignore[attr-defined]
                     continue
                 producer.produce(
                     q,
@@ -316,7 +321,7 @@ def quarantine(old: Mapping[str, str], parts: list[Partition], timeout: float) -
                     m.key(),  # type: ignore[attr-defined]
                     p.partition,
                     timestamp=max(m.timestamp()[1], 0),  # type: ignore[attr-defined]
-                    headers=m.headers(),  # type: ignore[attr-defined]
+                    headers=[*(m.headers() or []), (QUARANTINE_HEADER, origin)],  # type: ignore[attr-defined]
                 )
                 producer.poll(0)
             if producer.flush(timeout) != 0:
@@ -325,6 +330,21 @@ def quarantine(old: Mapping[str, str], parts: list[Partition], timeout: float) -
     finally:
         reader.close()
     return done
+
+
+def _quarantined(
+    reader: Consumer, q: str, p: Partition, timeout: float
+) -> dict[bytes, tuple[bytes | None, bytes | None]]:
+    """What the quarantine partition holds of ``p``'s records: origin -> (key, value) of each copy whose
+    :data:`QUARANTINE_HEADER` names a record of that partition (the last such header of a copy counts)."""
+    lo, hi = _watermarks(reader, q, p.partition, timeout)
+    prefix = f"{p.topic}/{p.partition}/".encode()
+    held: dict[bytes, tuple[bytes | None, bytes | None]] = {}
+    for m in _read(reader, q, p.partition, lo, hi, timeout=timeout):
+        names = [v for k, v in (m.headers() or []) if k == QUARANTINE_HEADER and v]  # type: ignore[attr-defined]
+        if names and names[-1].startswith(prefix):
+            held[names[-1]] = (m.key(), m.value())  # type: ignore[attr-defined]
+    return held
 
 
 # ---------------------------------------------------------------------------------------------- CLI
