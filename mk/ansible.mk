@@ -16,7 +16,9 @@ ANSIBLE_STAMP := $(VENV)/.ansible-installed
 MOLECULE_SCENARIOS ?= default tls kerberos
 ANSIBLE_LINT_PATHS := roles playbooks $(addprefix molecule/,$(MOLECULE_SCENARIOS))
 # molecule shells out to ansible-playbook and ansible-config: run it as from an activated venv.
-MOLECULE_ENV := PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+# tools/ansible_callbacks/task_seconds.py: each playbook's slowest tasks at its end (where a scenario's time goes).
+MOLECULE_ENV := PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 \
+	ANSIBLE_CALLBACK_PLUGINS="$(abspath tools/ansible_callbacks)" ANSIBLE_CALLBACKS_ENABLED=task_seconds
 
 # Held by each molecule scenario and by the pytest files that boot hosts (tests/conftest.py), so guests
 # never boot or tear down at the same time when make test runs molecule beside pytest.
