@@ -114,6 +114,49 @@ class Repeats(logging.Filter):
         return True
 
 
+_NUMBERS = re.compile(r"\d+")
+
+
+class OwnRepeats(logging.Filter):
+    """kmirror's own warnings that a failing request repeats at every try (the group offset sync each
+    second, the sync points at each commit point): the first of a kind, then at most one per ``window_s``
+    with the count of those held back. Two lines are alike when they differ only in their numbers. Lines
+    below WARNING pass."""
+
+    def __init__(
+        self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._clock = clock
+        self._kinds: dict[str, tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        kind = _NUMBERS.sub("#", text)
+        now = self._clock()
+        seen = self._kinds.get(kind)
+        if seen is not None and now - seen[0] < self.window_s:
+            self._kinds[kind] = (seen[0], seen[1] + 1)
+            return False
+        self._kinds[kind] = (now, 0)
+        if len(self._kinds) > 1000:
+            self._kinds = {k: v for k, v in self._kinds.items() if now - v[0] < self.window_s}
+        if seen is not None and seen[1]:
+            record.msg, record.args = (
+                f"{text} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)",
+                None,
+            )
+        return True
+
+
+def own_repeats(logger: logging.Logger) -> OwnRepeats:
+    """``logger``'s one :class:`OwnRepeats` filter (for a module whose warnings a retried request repeats)."""
+    return one_filter(logger, OwnRepeats)
+
+
 def repeats(logger: logging.Logger) -> Repeats:
     """``logger``'s one :class:`Repeats` filter."""
     return one_filter(logger, Repeats)

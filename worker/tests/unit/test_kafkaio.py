@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from kmirror.kafkaio import Repeats, client_log, partitions_to_give, repeats
+from kmirror.kafkaio import OwnRepeats, Repeats, client_log, partitions_to_give, repeats
 
 
 def test_partitions_to_give_while_a_rebalance_does_not_finish():
@@ -101,3 +101,33 @@ def test_every_client_logger_holds_a_cut_link_to_one_line_per_broker_handle(capl
     shown = [r.getMessage() for r in caplog.records if r.name == "kmirror.librdkafka.groupsync"]
     assert len(shown) == 2, shown
     assert len(set(shown)) == 2
+
+
+def test_kmirrors_own_repeated_warnings_pass_once_a_window_with_their_count() -> None:
+    """The group offset sync's warning each second while a group coordinator answers FENCED_LEADER_EPOCH
+    (seen after a source node restart), the sync writer's at every commit point."""
+    clock = Clock()
+    r = OwnRepeats(window_s=60, clock=clock)
+
+    def warning(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("kmirror.failover.groupsync", logging.WARNING, "", 0, msg, args, None)
+
+    fenced = "%s: group %s: %s"
+    epoch = "Broker: Leader epoch is older than broker epoch"
+    assert r.filter(warning(fenced, "consumer", "app-coord", epoch))
+    for second in range(1, 60):
+        clock.now = second
+        assert not r.filter(warning(fenced, "consumer", "app-coord", epoch))
+    assert r.filter(warning(fenced, "consumer", "other", epoch))
+    assert r.filter(logging.LogRecord("x", logging.INFO, "", 0, "stats in=%d", (1,), None))
+    clock.now = 61
+    again = warning(fenced, "consumer", "app-coord", epoch)
+    assert r.filter(again)
+    assert again.getMessage() == f"consumer: group app-coord: {epoch} (59 more like it in the last 61 s)"
+
+
+def test_the_group_sync_and_sync_writer_loggers_have_it() -> None:
+    from kmirror.failover import groupsync, writer
+
+    for module in (groupsync, writer):
+        assert [f for f in module.log.filters if isinstance(f, OwnRepeats)], module.__name__

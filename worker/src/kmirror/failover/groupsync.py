@@ -46,12 +46,13 @@ from kmirror.failover.offsetsync import (
     is_internal_group,
     plan_commits,
 )
-from kmirror.kafkaio import error_line, is_active, true_ends
+from kmirror.kafkaio import error_line, is_active, own_repeats, true_ends
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
 log = logging.getLogger(__name__)
+own_repeats(log)  # a failing request repeats its warning at every try: one line a minute, counted
 
 
 # ------------------------------------------------------------------------------------------ group sync

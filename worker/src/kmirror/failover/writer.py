@@ -23,9 +23,10 @@ from kmirror.failover.offsetsync import (
     sync_record,
     sync_slots,
 )
-from kmirror.kafkaio import true_ends
+from kmirror.kafkaio import own_repeats, true_ends
 
 log = logging.getLogger(__name__)
+own_repeats(log)  # a failing request repeats its warning at every try: one line a minute, counted
 
 
 SYNC_FLUSH_TIMEOUT_S = 10.0
