@@ -217,36 +217,86 @@ def test_kmirror_topic_uses_the_replication_factor_it_is_given(brokers, files, c
 
 
 def test_kmirror_topic_brings_existing_topics_in_step(brokers, files, capsys, monkeypatch):
-    create(brokers["source"], "existing", 2, {"retention.ms": "1000", "min.insync.replicas": "1"})
-    # Made on the target earlier: one partition, another retention, a segment.ms the source topic does not
-    # set, and the target's own durability.
+    create(
+        brokers["source"],
+        "existing",
+        2,
+        {"retention.ms": "1000", "compression.type": "zstd", "min.insync.replicas": "1"},
+    )
+    # Made on the target earlier: one partition, a longer retention, a segment.ms and a cleaner ratio the
+    # source topic does not set, and the target's own durability.
     create(
         brokers["target"],
         "existing",
         1,
-        {"retention.ms": "5000", "segment.ms": "60000", "min.insync.replicas": "2"},
+        {
+            "retention.ms": "5000",
+            "segment.ms": "60000",
+            "min.cleanable.dirty.ratio": "0.2",
+            "min.insync.replicas": "2",
+        },
     )
     args = {**files, "topics": ["existing"], "_ansible_diff": True}
 
     plan = run_module(topic_module, {**args, "_ansible_check_mode": True}, capsys, monkeypatch)
     assert plan["changed"] is True and plan["created"] == []
-    assert plan["altered"] == {"existing": {"set": {"retention.ms": "1000"}, "delete": ["segment.ms"]}}
+    assert plan["altered"] == {
+        "existing": {"set": {"compression.type": "zstd"}, "delete": ["min.cleanable.dirty.ratio"]}
+    }
+    # Protected (docs/security.md): a shorter retention would delete the copy's records, and a segment.ms the
+    # source does not set is not removed (the target's default may be shorter).
+    held = {
+        "retention.ms": {"source": "1000", "kept": "5000"},
+        "segment.ms": {"source": None, "kept": "60000"},
+    }
+    assert plan["held"] == {"existing": held}
     assert plan["partitions_added"] == {"existing": 2}
-    assert "existing partitions=1 retention.ms=5000,segment.ms=60000" in plan["diff"]["before"]
-    assert "existing partitions=2 retention.ms=1000" in plan["diff"]["after"]
-    assert overrides(brokers["target"], "existing")["retention.ms"] == "5000"  # check mode changed nothing
+    assert (
+        "existing partitions=1 compression.type=(unset),min.cleanable.dirty.ratio=0.2"
+        in plan["diff"]["before"]
+    )
+    assert "existing partitions=2 compression.type=zstd" in plan["diff"]["after"]
+    assert "compression.type" not in overrides(brokers["target"], "existing")  # check mode changed nothing
 
     done = run_module(topic_module, args, capsys, monkeypatch)
     assert done["changed"] is True
     assert done["partitions_added"] == {"existing": 2} and done["mismatched"] == {}
     assert target_topics(brokers, "existing")["existing"] == 2
-    # retention.ms as on the source, segment.ms back to the target's default, and the target's own
-    # durability setting kept (not a replicable config).
-    assert overrides(brokers["target"], "existing") == {"retention.ms": "1000", "min.insync.replicas": "2"}
-
+    # compression.type as on the source, min.cleanable.dirty.ratio back to the target's default, the
+    # protected ones kept, and the target's own durability setting kept (not a replicable config).
+    assert overrides(brokers["target"], "existing") == {
+        "retention.ms": "5000",
+        "segment.ms": "60000",
+        "compression.type": "zstd",
+        "min.insync.replicas": "2",
+    }
     again = run_module(topic_module, args, capsys, monkeypatch)
+    assert again["changed"] is False and again["altered"] == {} and again["held"] == {"existing": held}
+
+    # With nothing protected (the source's config_properties_protect: none) every change follows.
+    unguarded = {**args, "config_properties_protect": "none"}
+    done = run_module(topic_module, unguarded, capsys, monkeypatch)
+    assert done["altered"] == {"existing": {"set": {"retention.ms": "1000"}, "delete": ["segment.ms"]}}
+    assert done["held"] == {}
+    assert overrides(brokers["target"], "existing") == {
+        "retention.ms": "1000",
+        "compression.type": "zstd",
+        "min.insync.replicas": "2",
+    }
+    again = run_module(topic_module, unguarded, capsys, monkeypatch)
     assert again["changed"] is False and again["altered"] == {}
     assert again["diff"]["before"] == "existing partitions=2\n"
+
+
+def test_kmirror_topic_refuses_a_bad_protected_list_in_one_line(brokers, files, capsys, monkeypatch):
+    out = run_module(
+        topic_module,
+        {**files, "topics": ["orders.cancelled"], "config_properties_protect": "retention.(ms"},
+        capsys,
+        monkeypatch,
+    )
+    assert out["failed"] is True and out["msg"].startswith("--config.properties.protect: ")
+    assert "\n" not in out["msg"]
 
 
 def test_kmirror_topic_reports_partitions_the_target_refuses(

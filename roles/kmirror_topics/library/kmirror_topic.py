@@ -16,7 +16,9 @@ description:
     uses.
   - Topics already on the target are brought in step the way the running worker keeps them, by the same code
     (incremental alter configs) where their replicable configs differ from the source's (a replicable config
-    set on the destination topic and not on the source topic is deleted), and partitions are
+    set on the destination topic and not on the source topic is deleted), except that the protected configs
+    (I(config_properties_protect)) change only where the destination keeps at least as many records (a
+    change held back is a warning and in C(held)), and partitions are
     added (create partitions) where the target has fewer than the source. A target that refuses to add
     partitions is reported as a warning and in C(mismatched), not as a failure (the worker then places that
     topic's records by key hash).
@@ -54,6 +56,12 @@ options:
   target_name:
     description: The target's name; with a I(rename_format) holding C(${source}), source topics that are
       renamed copies from the target are not selected (as C(kmirror run --target.name)).
+    type: str
+  config_properties_protect:
+    description: The source's C(config_properties_protect) (C(kmirror run --config.properties.protect)):
+      Java regexes of the topic configs an existing destination topic takes from its source only where it
+      then keeps at least as many records, comma-separated, or C(none). Default the worker's (retention,
+      cleanup and segment settings, max.message.bytes; docs/security.md).
     type: str
   replication_factor:
     description: Replication factor of created topics; -1 means the target's default. The role passes the
@@ -98,6 +106,11 @@ altered:
     with the configs set.
   type: dict
   returned: always
+held:
+  description: Existing target topics whose protected configs were not changed to the source's, with the
+    source's value (null where the source no longer sets it) and the one the destination keeps.
+  type: dict
+  returned: always
 partitions_added:
   description: Existing target topics given (check mode, that would be given) the source's partition count.
   type: dict
@@ -118,6 +131,7 @@ try:
     from kmirror.errors import KmirrorError
     from kmirror.lineage.rename import rename
     from kmirror.mirror import topics as kt
+    from kmirror.mirror.configguard import DEFAULT_PROTECTED, ConfigGuard
     from kmirror.mirror.heartbeats import is_heartbeat_topic
 
     IMPORT_ERROR = None
@@ -140,6 +154,18 @@ def listing(counts: dict, configs: dict | None = None) -> str:
     return "".join(lines)
 
 
+def warn_held(module: AnsibleModule, guard: ConfigGuard, held: dict) -> None:
+    """A warning per protected config a destination topic keeps instead of the source's."""
+    for t, keys in held.items():
+        for key, (wanted, kept) in sorted(keys.items()):
+            module.warn(
+                f"topic {t} keeps {key}={kept if kept is not None else '(unset)'}, not the source's "
+                f"{wanted if wanted is not None else 'removal of it'}: a protected config is "
+                f"{guard.rule(key)} (config_properties_protect, docs/security.md); to follow the source, "
+                "alter it on the target by hand"
+            )
+
+
 def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument spec and one sequence
     module = AnsibleModule(
         argument_spec={
@@ -151,6 +177,7 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
             "rename_format": {"type": "str"},
             "source_name": {"type": "str"},
             "target_name": {"type": "str"},
+            "config_properties_protect": {"type": "str"},
             "replication_factor": {"type": "int", "default": -1},
             "timeout": {"type": "float", "default": 30.0},
         },
@@ -171,6 +198,7 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
             present={},
             mismatched={},
             altered={},
+            held={},
             partitions_added={},
             selected=[],
             msg=f"not deployed yet ({', '.join(missing_files)}): the topics are planned on the real run",
@@ -178,6 +206,7 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
     try:
         topic_filter = TopicFilter(p["whitelist"] or None, p["blacklist"] or None)
         names = rename(p["rename_format"] or None, p["source_name"] or "", p["target_name"] or None)
+        guard = ConfigGuard(p["config_properties_protect"] or DEFAULT_PROTECTED).check()
         source = admin_for(p["consumer_config"], "consumer")
         target = admin_for(p["producer_config"], "producer")
         on_source = kt.partition_counts(source, timeout=p["timeout"])
@@ -204,7 +233,8 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
         origin = {d: t for t, d in dest.items()}
         described, source_err = kt.current_configs(source, [origin[t] for t in present], p["timeout"])
         source_cfg = {dest[t]: c for t, c in described.items()}
-        target_cfg, target_err = kt.current_configs(target, present, p["timeout"])
+        on_target, target_err = kt.described_configs(target, present, p["timeout"])
+        target_cfg = {t: c.set for t, c in on_target.items()}
         if source_err or target_err:
             module.fail_json(
                 msg="could not describe topic configs: "
@@ -212,7 +242,12 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
                 + "; ".join(f"target {t}: {why}" for t, why in sorted(target_err.items()))
                 + ": grant the mirror principal DESCRIBE_CONFIGS on the topics of both clusters",
             )
-        changes = {t: kt.config_changes(c, target_cfg[t]) for t, c in source_cfg.items() if t in target_cfg}
+        changes = {
+            t: kt.config_changes(c, target_cfg[t], guard, on_target[t].effective)
+            for t, c in source_cfg.items()
+            if t in target_cfg
+        }
+        held = {t: c.held for t, c in sorted(changes.items()) if c.held}
         changes = {t: c for t, c in changes.items() if c}
         grow = kt.partitions_to_add(wanted, present)
         refused_configs: dict = {}
@@ -251,6 +286,7 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
             f"topic {t} has {m['source']} partitions on the source but {m['target']} on the target{why}: "
             + effect
         )
+    warn_held(module, guard, held)
     created = [{"name": s.name, "partitions": s.partitions, "configs": s.configs} for s in specs]
     altered = {t: {"set": c.set, "delete": list(c.delete)} for t, c in sorted(changes.items())}
     before_cfg = {
@@ -263,6 +299,7 @@ def main() -> None:  # noqa: PLR0915 - an Ansible module's main: its argument sp
         present=present,
         mismatched=mismatched,
         altered=altered,
+        held={t: {k: {"source": w, "kept": v} for k, (w, v) in keys.items()} for t, keys in held.items()},
         partitions_added=added,
         selected=sorted(wanted),
         diff={

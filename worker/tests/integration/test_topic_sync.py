@@ -3,7 +3,12 @@
 * What is set on a source topic is what its destination gets (never the source brokers' defaults as
   overrides); a source config changed while the mirror runs reaches the target within the topic refresh
   interval, and one removed on the source is removed on the target, which then has the *target's* default.
-  The two clusters have different broker defaults for ``segment.ms`` (``log.roll.ms``) to tell them apart.
+  The two clusters have different broker defaults for ``segment.ms`` (``log.roll.ms``) and
+  ``min.cleanable.dirty.ratio`` to tell them apart.
+* A source topic's config cannot delete the copy's records (issue 34, item 5): ``retention.ms=1`` on the
+  source purges the source, and the target keeps its retention and every record; a protected config
+  still follows upwards; ``--config.properties.protect`` lets a key follow the source again. The brokers
+  of that test run retention every second.
 * A source topic with more partitions than its destination, on a target whose authorizer denies the
   mirror principal ALTER on the topic (it has the kmirror_acls role's bindings, created by the role's own
   module, plus an operator's DENY): CreatePartitions is refused, the mismatch is logged with the broker's
@@ -17,11 +22,13 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import mirror_harness as mh
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -43,13 +50,33 @@ from kmirror.testing.kafka import KafkaCluster, ScramUser, Security, free_port, 
 
 SOURCE_SEGMENT_MS = "7200000"  # the source brokers' default segment.ms (log.roll.ms), 2 h
 TARGET_SEGMENT_MS = "604800000"  # Kafka's own default, 7 days, on the target
+SOURCE_DIRTY_RATIO = "0.3"  # the source brokers' min.cleanable.dirty.ratio (log.cleaner.min.cleanable.ratio)
+TARGET_DIRTY_RATIO = "0.5"  # Kafka's own default, on the target
+RETENTION_EVERY_SECOND = {"log.initial.task.delay.ms": "1000", "log.retention.check.interval.ms": "1000"}
+WEEK_MS = "604800000"
 
 
 @pytest.fixture
 def different_defaults(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
+    source_defaults = {
+        "log.roll.ms": SOURCE_SEGMENT_MS,
+        "log.cleaner.min.cleanable.ratio": SOURCE_DIRTY_RATIO,
+    }
     cs = {
-        "source": KafkaCluster("source", broker_config={"log.roll.ms": SOURCE_SEGMENT_MS}),
+        "source": KafkaCluster("source", broker_config=source_defaults),
         "target": KafkaCluster("target"),
+    }
+    with running(cs, tmp_path / "brokers"):
+        yield cs
+
+
+@pytest.fixture
+def fast_retention(tmp_path: Path) -> Iterator[dict[str, KafkaCluster]]:
+    """Both clusters delete what retention allows every second (the test brokers otherwise keep
+    everything: docs/testing.md)."""
+    cs = {
+        "source": KafkaCluster("source", broker_config=RETENTION_EVERY_SECOND),
+        "target": KafkaCluster("target", broker_config=RETENTION_EVERY_SECOND),
     }
     with running(cs, tmp_path / "brokers"):
         yield cs
@@ -98,7 +125,12 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
         src,
         "synced",
         2,
-        {"retention.ms": "86400000", "segment.ms": "3600000", "min.insync.replicas": "1"},
+        {
+            "retention.ms": "86400000",
+            "segment.ms": "3600000",
+            "min.cleanable.dirty.ratio": "0.2",
+            "min.insync.replicas": "1",
+        },
     )
     # Inherited on the source: its brokers' segment.ms, Kafka's max.message.bytes, ...
     inherited = described(src, "synced")
@@ -108,17 +140,29 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
     w = mh.mirror_worker(tmp_path, src, tgt, "synced", 1, "--topic.refresh.interval.ms", "500")
     workers.append(w)
     mh.read_all(tgt, ["synced"], len(first))
-    # Created with what is set on the source topic, nothing inherited; not the source cluster's durability.
-    assert overrides(tgt, "synced") == {"retention.ms": "86400000", "segment.ms": "3600000"}
+    # Created with what is set on the source topic, protected configs included (the copy holds nothing yet),
+    # nothing inherited; not the source cluster's durability.
+    assert overrides(tgt, "synced") == {
+        "retention.ms": "86400000",
+        "segment.ms": "3600000",
+        "min.cleanable.dirty.ratio": "0.2",
+    }
     # A setting the target's operator made for this cluster (a kind never copied): kmirror never touches it.
     alter(tgt, "synced", {"unclean.leader.election.enable": "true"})
 
-    alter(src, "synced", {"retention.ms": "3600000", "max.message.bytes": "2000000"}, delete=("segment.ms",))
-    # On the source, segment.ms is its brokers' default again.
-    assert described(src, "synced")["segment.ms"].value == SOURCE_SEGMENT_MS
+    # Protected configs follow upwards (a longer retention, larger records); others either way.
+    alter(
+        src,
+        "synced",
+        {"retention.ms": "172800000", "max.message.bytes": "2000000"},
+        delete=("min.cleanable.dirty.ratio",),
+    )
+    # On the source, min.cleanable.dirty.ratio is its brokers' default again.
+    assert described(src, "synced")["min.cleanable.dirty.ratio"].value == SOURCE_DIRTY_RATIO
 
     want = {
-        "retention.ms": "3600000",
+        "retention.ms": "172800000",
+        "segment.ms": "3600000",
         "max.message.bytes": "2000000",
         "unclean.leader.election.enable": "true",
     }
@@ -128,11 +172,11 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
         what=f"the target topic's overrides to become {want}",
     )
     # Removed on the target too: the target's default, not the source brokers'.
-    segment = described(tgt, "synced")["segment.ms"]
-    assert (segment.value, segment.source) == (TARGET_SEGMENT_MS, ConfigSource.DEFAULT_CONFIG.value)
+    ratio = described(tgt, "synced")["min.cleanable.dirty.ratio"]
+    assert (ratio.value, ratio.source) == (TARGET_DIRTY_RATIO, ConfigSource.DEFAULT_CONFIG.value)
     assert (
-        "destination topic synced follows the source: max.message.bytes=2000000, retention.ms=3600000, "
-        "segment.ms (back to the target's default)"
+        "destination topic synced follows the source: max.message.bytes=2000000, retention.ms=172800000, "
+        "min.cleanable.dirty.ratio (back to the target's default)"
     ) in w.log()
 
     # Mirroring went on through the change, and a refresh with nothing changed alters nothing.
@@ -140,6 +184,89 @@ def test_source_config_changes_reach_the_target_while_mirroring(different_defaul
     mh.produce(src, more)
     mh.assert_mirrored(first + more, mh.read_all(tgt, ["synced"], len(first) + len(more)), exact=True)
     assert w.log().count("follows the source") == 1
+    assert w.stop(signal.SIGTERM) == 0
+
+
+def fresh_records(topic: str, partitions: int, per_partition: int) -> list[mh.Rec]:
+    """Records stamped now (make_records' fixed 2023 times would be past any retention)."""
+    now = int(time.time() * 1000)
+    return [
+        mh.Rec(topic, p, b"k%d" % i, b"%s:%d:%d" % (topic.encode(), p, i), (), now + i)
+        for i in range(per_partition)
+        for p in range(partitions)
+    ]
+
+
+def watermarks(cluster: KafkaCluster, topic: str, partitions: int) -> list[tuple[int, int]]:
+    """(log start, log end) of each partition."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kmirror-test-watermarks"})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)]
+    finally:
+        c.close()
+
+
+def test_a_source_topic_config_cannot_purge_the_copy(fast_retention, tmp_path, workers):
+    src, tgt = fast_retention["source"], fast_retention["target"]
+    mh.create_topic(src, "kept", 2, {"retention.ms": WEEK_MS})
+    records = fresh_records("kept", 2, 50)
+    mh.produce(src, records)
+    w = mh.mirror_worker(tmp_path, src, tgt, "kept", 1, "--topic.refresh.interval.ms", "500")
+    workers.append(w)
+    mh.assert_mirrored(records, mh.read_all(tgt, ["kept"], len(records)), exact=True)
+    assert overrides(tgt, "kept") == {"retention.ms": WEEK_MS}
+
+    # Whoever may alter the source topic's configs purges it ...
+    alter(src, "kept", {"retention.ms": "1"})
+    # ... and then changes a config that is not protected: once it is on the target, a sync has run that saw
+    # retention.ms=1 on the source.
+    alter(src, "kept", {"compression.type": "zstd"})
+    mh.wait_until(
+        lambda: overrides(tgt, "kept").get("compression.type") == "zstd",
+        timeout=60,
+        what="compression.type=zstd on the target (a config sync after retention.ms=1)",
+    )
+    assert overrides(tgt, "kept") == {"retention.ms": WEEK_MS, "compression.type": "zstd"}
+    assert (
+        "destination topic kept keeps retention.ms=604800000, not the source's 1: a protected config is "
+        "taken from the source when the destination topic is created, later only a higher value or -1 "
+        "(unlimited)"
+    ) in w.log()
+    # The source's brokers did purge it (retention runs every second on both clusters) ...
+    mh.wait_until(
+        lambda: all(low == high for low, high in watermarks(src, "kept", 2)),
+        timeout=120,
+        what="the source to purge every record of kept",
+    )
+    # ... the copy has every record.
+    assert watermarks(tgt, "kept", 2) == [(0, 50), (0, 50)]
+    mh.assert_mirrored(records, mh.read_all(tgt, ["kept"], len(records)), exact=True)
+    assert w.log().count("keeps retention.ms=") == 1  # said once, not at every refresh
+    assert w.stop(signal.SIGTERM) == 0
+
+
+def test_the_option_lets_a_protected_config_follow_the_source(kafka, tmp_path, workers):
+    src, tgt = kafka["source"], kafka["target"]
+    mh.create_topic(src, "followed", 1, {"retention.ms": WEEK_MS})
+    protect = ["--config.properties.protect", r"cleanup\.policy"]  # retention.ms no longer protected
+    w = mh.mirror_worker(tmp_path, src, tgt, "followed", 1, "--topic.refresh.interval.ms", "500", *protect)
+    workers.append(w)
+    mh.wait_until(
+        lambda: (
+            "followed" in mh.topic_partitions(tgt) and overrides(tgt, "followed") == {"retention.ms": WEEK_MS}
+        ),
+        timeout=60,
+        what="the destination topic followed, created with the source's retention.ms",
+    )
+    alter(src, "followed", {"retention.ms": "3600000", "cleanup.policy": "compact"})
+    mh.wait_until(
+        lambda: overrides(tgt, "followed").get("retention.ms") == "3600000",
+        timeout=60,
+        what="the lower retention.ms on the target",
+    )
+    # The sync that brought it saw cleanup.policy=compact too: still protected, held back.
+    assert overrides(tgt, "followed") == {"retention.ms": "3600000"}
+    assert "destination topic followed keeps cleanup.policy=delete, not the source's compact" in w.log()
     assert w.stop(signal.SIGTERM) == 0
 
 
@@ -233,7 +360,7 @@ def test_missing_target_partitions_are_logged_exposed_and_records_flow_by_key(
 
 def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
     src, tgt = kafka["source"], kafka["target"]
-    mh.create_topic(src, "frozen", 1, {"retention.ms": "1000000"})
+    mh.create_topic(src, "frozen", 1, {"compression.type": "zstd"})  # a config that is not protected
     mh.create_topic(tgt, "frozen", 1)
     caplog.set_level(logging.INFO, logger="kmirror.mirror.topics")
     sync = topics.ConfigSync(
@@ -259,10 +386,10 @@ def test_config_sync_runs_beside_the_stream_loop_never_in_it(kafka, caplog):
     def in_step() -> bool:
         if sync.busy:
             return False
-        if overrides(tgt, "frozen") == {"retention.ms": "1000000"}:
+        if overrides(tgt, "frozen") == {"compression.type": "zstd"}:
             return True  # and the sync that made it has ended (logged)
         sync.run(["frozen"])  # as the next topic refreshes do
         return False
 
     mh.wait_until(in_step, timeout=60, what="a later refresh's sync to bring the target in step")
-    assert "destination topic frozen follows the source: retention.ms=1000000" in caplog.text
+    assert "destination topic frozen follows the source: compression.type=zstd" in caplog.text

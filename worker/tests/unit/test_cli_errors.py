@@ -139,6 +139,8 @@ def test_run_zookeeper_producer(capsys, files):
         ((), {"consumer": "no-filter"}, ["--whitelist"]),
         (("--whitelist", "orders[a&&b]"), {}, ["--whitelist"]),
         (("--blacklist", "(tmp"), {}, ["--blacklist"]),
+        (("--config.properties.protect", "retention.(ms"), {}, ["--config.properties.protect"]),
+        (("--config.properties.protect", ""), {}, ["--config.properties.protect", "'none'"]),
     ],
     ids=[
         "unsafe_producer",
@@ -148,6 +150,8 @@ def test_run_zookeeper_producer(capsys, files):
         "without_any_topic_filter",
         "invalid_whitelist",
         "invalid_blacklist",
+        "invalid_protected_configs",
+        "empty_protected_configs",
     ],
 )
 def test_run_refusal_names_the_cause(capsys, files, extra, which, needles):

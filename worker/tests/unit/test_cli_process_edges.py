@@ -8,12 +8,14 @@ test sees whether `kmirror run` tried to connect at all, or at 127.0.0.1:1 (noth
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -261,6 +263,91 @@ def test_every_address_when_asked(tmp_path):
         assert f"metrics on http://0.0.0.0:{port}/metrics" in line
         assert answers("127.0.0.1", port)
         assert answers("127.0.0.2", port)
+
+
+# --- the metrics port under a flood of idle connections (issue 34, item 4) ---
+
+FLOOD = 1200
+# A request that never ends: no blank line after the headers.
+HALF_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: kmirror\r\n"
+# Threads and open files a `kmirror run` may gain during the test on its own (librdkafka's threads and
+# sockets come and go while it retries its brokers): far below one per connection.
+SLACK = 16
+
+
+def tasks(pid: int) -> int:
+    """The process's threads, native ones included (librdkafka's)."""
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    """The server closed this connection (end of stream or reset); False while it holds it open."""
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def get(port: int, path: str) -> tuple[int, str, bytes]:
+    """Status, content type and body of a GET on the metrics port, 503 included."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=TIMEOUT) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read()
+
+
+def test_a_flood_of_idle_connections_neither_exhausts_the_metrics_port_nor_keeps_scrapes_out(tmp_path):
+    from kmirror.mirror.httpserver import MAX_CONNECTIONS
+
+    port = free_port()
+    flood: list[socket.socket] = []
+    with running_mirror(tmp_path, "--metrics.port", str(port)) as (proc, _):
+        assert get(port, "/metrics")[0] == 200
+        threads, files = tasks(proc.pid), open_files(proc.pid)
+        try:
+            most = threads
+            for i in range(FLOOD):
+                s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+                s.sendall(HALF_REQUEST)
+                flood.append(s)
+                if i % 50 == 49:
+                    most = max(most, tasks(proc.pid))
+            # One thread serves every connection (the server it replaced started one per connection).
+            assert most <= threads + SLACK, (threads, most)
+            # It holds at most MAX_CONNECTIONS of them: the rest were closed as they came.
+            bound = files + MAX_CONNECTIONS + SLACK
+            deadline = time.monotonic() + TIMEOUT
+            while open_files(proc.pid) > bound:
+                assert time.monotonic() < deadline, (files, open_files(proc.pid))
+                time.sleep(0.1)
+            # The flood still held open, scrapes are answered: Prometheus's page, and /health's JSON.
+            status, kind, body = get(port, "/metrics")
+            assert (status, kind.split(";")[0]) == (200, "text/plain")
+            assert b"kmirror_records_in_total" in body
+            status, kind, body = get(port, "/health")
+            doc = json.loads(body)
+            assert kind == "application/json" and isinstance(doc["streams"], list)
+            assert (status, doc["status"]) in ((200, "ok"), (503, "unhealthy"))
+            assert tasks(proc.pid) <= threads + SLACK
+            # And every idle connection is closed: those it still held, after their deadline.
+            deadline = time.monotonic() + TIMEOUT
+            left = flood
+            while left:
+                assert time.monotonic() < deadline, f"{len(left)} idle connections still open"
+                left = [s for s in left if not closed_by_server(s)]
+                time.sleep(0.2)
+            assert proc.poll() is None
+        finally:
+            for s in flood:
+                s.close()
 
 
 @pytest.mark.parametrize(

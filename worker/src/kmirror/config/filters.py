@@ -773,8 +773,8 @@ def _first_literal(node: _Node) -> str:
     return node.literal if node.kind == "chars" else ""
 
 
-class _BudgetExceeded(Exception):
-    pass
+class MatchBudgetExceeded(Exception):
+    """A match ran out of its step budget (:data:`STEP_BUDGET`)."""
 
 
 class _Compiler:
@@ -1031,7 +1031,7 @@ class _Run:
     def spend(self, steps: int) -> None:
         self.budget -= steps
         if self.budget < 0:
-            raise _BudgetExceeded
+            raise MatchBudgetExceeded
 
     def atomic(self, ins: tuple[object, ...], pos: int) -> int:
         """Where an atomic group starting at pos ends: its body's first match, never another."""
@@ -1114,7 +1114,7 @@ class TopicFilter:
             if inc is not None and not inc.fullmatch(topic):
                 return False
             return exc is None or not exc.fullmatch(topic)
-        except _BudgetExceeded:
+        except MatchBudgetExceeded:
             log.warning("%r: the filter took too long on this name; it is treated as not matching", topic)
             return False
 

@@ -103,7 +103,9 @@ class Placement:
                 WatchedAdmin(self.clients.target_admin, "target"),
             )
             source, target = (cast(AdminClient, a) for a in self.config_admins)
-            self.config_sync = topics.ConfigSync(source, target, self.spec.label, rename=self.spec.rename)
+            self.config_sync = topics.ConfigSync(
+                source, target, self.spec.label, rename=self.spec.rename, guard=self.spec.config_guard
+            )
         self.config_sync.run(self.selected)
         self.access.raise_if_config_refused(*self.config_admins)
 

@@ -19,6 +19,7 @@ from kmirror.config.filters import TopicFilter, compile_filter
 from kmirror.errors import ConfigError
 from kmirror.failover.groupsync import GroupSync
 from kmirror.lineage.rename import SAME_NAME, Rename, rename
+from kmirror.mirror.configguard import DEFAULT_PROTECTED, ConfigGuard
 from kmirror.mirror.heartbeats import Heartbeat
 from kmirror.mirror.spec import StreamSpec
 
@@ -47,6 +48,9 @@ class MirrorOptions:
     topic_refresh_interval_ms: int = 30_000
     stats_interval_ms: int = 30_000
     replication_factor: int = -1
+    # --config.properties.protect: the topic configs a destination takes from its source, once created, only
+    # where it keeps as much (kmirror.mirror.configguard).
+    config_properties_protect: str = DEFAULT_PROTECTED
     # KIP-345 static membership (the default): each stream joins with a group.instance.id that stays the
     # same across restarts of this process, so a restart within session.timeout.ms moves no partition.
     # False (--static.membership false): dynamic members that leave the group on stop, also when the
@@ -106,6 +110,7 @@ class MirrorPlan:
                 topic_refresh_ms=o.topic_refresh_interval_ms,
                 stats_interval_ms=o.stats_interval_ms,
                 replication_factor=o.replication_factor,
+                config_guard=ConfigGuard(o.config_properties_protect),
                 unassigned_warn_s=unassigned_warn_s(s.config.settings),
                 offset_syncs=o.groups is not None,
                 gap_policy=o.gap_policy,
@@ -272,6 +277,7 @@ def build_plan(o: MirrorOptions) -> MirrorPlan:
         _positive(o.replication_factor, "--replication.factor", MAX_REPLICATION_FACTOR)
     if o.groups is not None:
         compile_filter(o.groups, "--groups")
+    ConfigGuard(o.config_properties_protect).check()
     if o.topic_rename_format and (o.groups is not None or o.initial_offsets != "reset"):
         raise ConfigError(
             "cannot be combined with --groups or --initial.offsets target-end yet (their translation reads "

@@ -31,10 +31,8 @@ from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.sharedctypes import Synchronized
-from socketserver import ThreadingMixIn
 from types import FrameType
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -45,6 +43,7 @@ from kmirror.mirror.engine import Stream, StreamSpec
 from kmirror.mirror.gaps import SourceGap
 from kmirror.mirror.heartbeats import Heartbeat
 from kmirror.mirror.heartbeats import metric_families as heartbeat_families
+from kmirror.mirror.httpserver import BoundedHTTPServer, listening_socket
 from kmirror.mirror.logformat import setup_logging
 from kmirror.mirror.metrics import DEFAULT_ADDRESS, Collector, Snapshot
 
@@ -163,11 +162,6 @@ def _child(
 HEALTH_PATH = "/health"
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """No line per request."""
-
-
 def metrics_app(registry: CollectorRegistry, collector: Collector) -> Callable[..., Iterable[bytes]]:
     """The WSGI application of the metrics port: /health is each stream's state as JSON (200 when every
     stream runs, 503 otherwise: :meth:`Collector.health`); any other path is the Prometheus text page."""
@@ -190,7 +184,8 @@ def metrics_app(registry: CollectorRegistry, collector: Collector) -> Callable[.
 
 def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
     """Expose the collector's metrics on http://ADDRESS:PORT/metrics (Prometheus text format) and the
-    streams' states on http://ADDRESS:PORT/health (JSON; 200 when every stream runs, else 503).
+    streams' states on http://ADDRESS:PORT/health (JSON; 200 when every stream runs, else 503), from one
+    thread that a flood of connections cannot exhaust (:mod:`kmirror.mirror.httpserver`).
 
     Called before any client connects: an address or port it cannot listen on is a ConfigError (one
     line, exit 2) and nothing has started."""
@@ -202,17 +197,10 @@ def serve_metrics(port: int, address: str = DEFAULT_ADDRESS) -> Collector:
         family, _, _, _, sockaddr = socket.getaddrinfo(
             address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
-
-        class Server(ThreadingMixIn, WSGIServer):
-            daemon_threads = True
-            address_family = family
-
-        httpd = make_server(
-            str(sockaddr[0]), port, metrics_app(registry, collector), Server, handler_class=_Quiet
-        )
+        sock = listening_socket(sockaddr, family)
     except (OSError, ValueError, OverflowError) as exc:
         raise metrics_bind_error(exc, address, port, where) from None
-    threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics-http").start()
+    BoundedHTTPServer(sock, metrics_app(registry, collector)).start()
     log.info("metrics on http://%s/metrics, stream states on http://%s%s", where, where, HEALTH_PATH)
     return collector
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kmirror.lineage.provenance import parse_peers
+from kmirror.mirror.configguard import DEFAULT_PROTECTED
+from kmirror.mirror.configguard import OPTION as PROTECT_OPTION
 from kmirror.mirror.cutover import DEFAULT_INITIAL_OFFSETS, INITIAL_OFFSETS
 from kmirror.mirror.gaps import GAP_POLICIES
 from kmirror.mirror.logformat import FORMATS as LOG_FORMATS
@@ -240,6 +242,20 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         default=-1,
         metavar="N",
         inventory="replication_factor",
+    ),
+    RunOption(
+        _flags(PROTECT_OPTION),
+        "config_properties_protect",
+        "topic configs that a destination topic, once created, takes from its source only where it then "
+        "keeps at least as many records, so that whoever may alter a source topic cannot delete the copy's "
+        "records (e.g. with retention.ms=1): Java regexes matched against the whole key, comma-separated "
+        "(as MirrorMaker 2's config.properties.exclude). Retention and segment limits and "
+        "max.message.bytes follow only upwards (-1, unlimited, included), cleanup.policy only by dropping "
+        "a policy, other keys never; a change held back is logged. 'none': every change follows the source "
+        f"(docs/security.md). Default: {DEFAULT_PROTECTED}",
+        default=DEFAULT_PROTECTED,
+        metavar="REGEX[,REGEX...]|none",
+        inventory="config_properties_protect",
     ),
     RunOption(
         _flags("--static.membership"),

@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError
 
 from kmirror.config.filters import TopicFilter
 from kmirror.lineage.rename import SAME_NAME, Rename
+from kmirror.mirror.configguard import DEFAULT_GUARD, ConfigGuard
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class StreamSpec:
     stats_interval_ms: int = 30_000
     shutdown_timeout_s: float = 30.0
     replication_factor: int = -1
+    # The topic configs a destination takes from its source only where it keeps as much
+    # (--config.properties.protect; kmirror.mirror.configguard).
+    config_guard: ConfigGuard = DEFAULT_GUARD
     # Seconds without partitions, while the group has partitions to give, before the stream warns.
     unassigned_warn_s: float = 90.0
     # Sync points at commit points (kmirror run --groups; kmirror.failover.offsetsync).

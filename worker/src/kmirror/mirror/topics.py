@@ -11,7 +11,10 @@ entries, and settings that describe the source cluster rather than the data (:da
 :data:`NOT_COPIED_PREFIXES`); those are also never altered on the target. The same rule is used when a
 topic is created (:func:`ensure`, the Ansible topics module) and while mirroring (:class:`ConfigSync`: a
 source config change reaches the target at the next topic refresh, by incremental alter configs, in a
-thread beside the stream loop).
+thread beside the stream loop). Once a destination topic exists, the keys ``--config.properties.protect``
+names (retention, cleanup and segment settings by default: :mod:`kmirror.mirror.configguard`) follow the
+source only where the copy keeps at least as much, so that a source topic's config cannot delete the
+copy's records.
 
 A source topic that gains partitions gets them on the target too (:func:`partitions_to_add`,
 :func:`add_partitions`); where the target refuses, the engine routes the topic by key hash and reports the
@@ -43,6 +46,7 @@ except ImportError:  # pragma: no cover - depends on the installed client
 from kmirror.errors import KmirrorError
 from kmirror.kafkaio import error_line
 from kmirror.lineage.rename import SAME_NAME, Rename
+from kmirror.mirror.configguard import DEFAULT_GUARD, ConfigGuard
 
 log = logging.getLogger(__name__)
 
@@ -133,25 +137,57 @@ def current_configs(
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """The topics' :func:`replicable_configs` (what is set on them), one request:
     ({topic: {name: value}}, {topic: error}). The same for a source and for a destination topic."""
+    described, errors = described_configs(admin, topics, timeout)
+    return {t: d.set for t, d in described.items()}, errors
+
+
+@dataclass(frozen=True)
+class TopicConfigs:
+    """One topic's configs as described: its :func:`replicable_configs` (``set``), and the value of every
+    entry whether set on the topic or inherited (``effective``; sensitive ones left out)."""
+
+    set: dict[str, str]
+    effective: dict[str, str]
+
+
+def effective_configs(entries: Mapping[str, object]) -> dict[str, str]:
+    """The value of every described entry, wherever it comes from (sensitive ones left out)."""
+    out = {}
+    for name, entry in entries.items():
+        value = getattr(entry, "value", None)
+        if value is not None and not getattr(entry, "is_sensitive", False):
+            out[name] = str(value)
+    return out
+
+
+def described_configs(
+    admin: AdminClient, topics: Iterable[str], timeout: float = 10.0
+) -> tuple[dict[str, TopicConfigs], dict[str, str]]:
+    """The topics' configs (:class:`TopicConfigs`), one request: ({topic: configs}, {topic: error})."""
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
     if not resources:
         return {}, {}
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, TopicConfigs] = {}
     errors: dict[str, str] = {}
     for res, fut in admin.describe_configs(resources, request_timeout=timeout).items():
         try:
-            out[res.name] = replicable_configs(fut.result())
+            entries = fut.result()
         except KafkaException as exc:
             errors[res.name] = error_line(exc)
+            continue
+        out[res.name] = TopicConfigs(replicable_configs(entries), effective_configs(entries))
     return out, errors
 
 
 @dataclass(frozen=True)
 class ConfigChange:
-    """What makes a destination topic's configs equal to its source topic's replicable ones."""
+    """What makes a destination topic's configs equal to its source topic's replicable ones; ``held``: the
+    protected ones it keeps instead ({key: (the source's value or None where the source no longer sets it,
+    the destination's effective value or None)}, :mod:`kmirror.mirror.configguard`)."""
 
     set: dict[str, str] = field(default_factory=dict)
     delete: tuple[str, ...] = ()
+    held: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.set or self.delete)
@@ -162,18 +198,42 @@ class ConfigChange:
         return ", ".join(parts)
 
 
-def config_changes(source: Mapping[str, str], target: Mapping[str, str]) -> ConfigChange:
+def config_changes(
+    source: Mapping[str, str],
+    target: Mapping[str, str],
+    guard: ConfigGuard = DEFAULT_GUARD,
+    effective: Mapping[str, str] | None = None,
+) -> ConfigChange:
     """The changes that make ``target`` follow ``source``: both a topic's :func:`replicable_configs`
-    (what is set on the destination topic, what is set on the source topic).
+    (what is set on the destination topic, what is set on the source topic); ``effective``: the
+    destination's values whether set or inherited (default ``target``).
 
     Every source config whose value differs on the target is set; every replicable config set on the target
     and not on the source is deleted, so the destination falls back to the target's default (a config
     removed on the source, or one set on the destination by hand). Settings :func:`replicable_configs`
-    leaves out (e.g. a ``min.insync.replicas`` the target's operator set) are never touched.
+    leaves out (e.g. a ``min.insync.replicas`` the target's operator set) are never touched. Keys the
+    ``guard`` protects are set only where the destination keeps at least as much, and never deleted: the
+    others are ``held``.
     """
-    to_set = {k: v for k, v in source.items() if target.get(k) != v}
-    to_delete = tuple(sorted(k for k in target if k not in source))
-    return ConfigChange(to_set, to_delete)
+    current = target if effective is None else effective
+    to_set: dict[str, str] = {}
+    held: dict[str, tuple[str | None, str | None]] = {}
+    for k, v in source.items():
+        if target.get(k) == v:
+            continue
+        if guard.takes(k, v, current.get(k)):
+            to_set[k] = v
+        else:
+            held[k] = (v, current.get(k))
+    to_delete = []
+    for k in sorted(target):
+        if k in source:
+            continue
+        if guard.protects(k):
+            held[k] = (None, target[k])
+        else:
+            to_delete.append(k)
+    return ConfigChange(to_set, tuple(to_delete), held)
 
 
 def alter_configs(
@@ -210,9 +270,10 @@ class ConfigSync:
     Each :meth:`run` describes the source topics (one request) and compares them with what was last made
     equal on the target; only topics whose source configs changed (or that were never synced by this
     process) are described on the target (one request) and altered where they differ (one request): set
-    where the source's value differs, deleted where the target has a replicable config the source has not.
-    A refusal (e.g. no ALTER_CONFIGS on the target) is logged once per topic and reason, retried at the next
-    run, and never stops the mirror.
+    where the source's value differs, deleted where the target has a replicable config the source has not;
+    a key the ``guard`` protects only where the copy keeps at least as much (a change held back is logged
+    once, as a warning naming the key, both values and the rule). A refusal (e.g. no ALTER_CONFIGS on the
+    target) is logged once per topic and reason, retried at the next run, and never stops the mirror.
 
     Off the record path: :meth:`run` (called from the stream loop at each topic refresh) only starts
     :meth:`sync` in a thread of its own and returns. librdkafka sends DescribeConfigs to the node the
@@ -229,11 +290,15 @@ class ConfigSync:
         label: str,
         timeout: float = 10.0,
         rename: Rename = SAME_NAME,
+        *,
+        guard: ConfigGuard = DEFAULT_GUARD,
     ) -> None:
         self.source, self.target, self.label, self.timeout = source, target, label, timeout
         self.rename = rename
+        self.guard = guard
         self.synced: dict[str, dict[str, str]] = {}
         self._problems: dict[str, str] = {}
+        self._held: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # (topic, key): said for these
         self._thread: threading.Thread | None = None
 
     @property
@@ -271,11 +336,13 @@ class ConfigSync:
             if not todo:
                 return {}
             dest = {t: self.rename(t) for t in todo}
-            on_target, errors = current_configs(self.target, dest.values(), self.timeout)
+            on_target, errors = described_configs(self.target, dest.values(), self.timeout)
             for t, reason in errors.items():
                 self._problem(t, f"could not describe the destination topic's configs: {reason}")
             changes = {
-                t: config_changes(c, on_target[dest[t]]) for t, c in todo.items() if dest[t] in on_target
+                t: config_changes(c, on_target[dest[t]].set, self.guard, on_target[dest[t]].effective)
+                for t, c in todo.items()
+                if dest[t] in on_target
             }
             altered = alter_configs(self.target, {dest[t]: c for t, c in changes.items() if c}, self.timeout)
             refused = {t: altered[d] for t, d in dest.items() if d in altered}
@@ -292,6 +359,7 @@ class ConfigSync:
                 )
                 continue
             self.synced[t] = todo[t]
+            self._say_held(t, dest[t], change.held)
             if self._problems.pop(t, None) is not None:
                 log.info(
                     "%s: destination topic %s: configs in step with the source again", self.label, dest[t]
@@ -303,6 +371,26 @@ class ConfigSync:
                 )
         self._problems.pop("*", None)
         return applied
+
+    def _say_held(self, topic: str, dest: str, held: dict[str, tuple[str | None, str | None]]) -> None:
+        """One warning per protected key and source value that the destination did not take."""
+        for key, (wanted, kept) in sorted(held.items()):
+            if self._held.get((topic, key)) == (wanted, kept):
+                continue
+            self._held[(topic, key)] = (wanted, kept)
+            log.warning(
+                "%s: destination topic %s keeps %s=%s, not the source's %s: a protected config is %s "
+                "(--config.properties.protect, docs/security.md); to follow the source, alter it on the "
+                "target by hand",
+                self.label,
+                dest,
+                key,
+                kept if kept is not None else "(unset)",
+                wanted if wanted is not None else "removal of it",
+                self.guard.rule(key),
+            )
+        for topic_key in [k for k in self._held if k[0] == topic and k[1] not in held]:
+            del self._held[topic_key]
 
     def _problem(self, topic: str, message: str) -> None:
         if self._problems.get(topic) != message:

@@ -27,6 +27,7 @@ GIVEN = {
     "topic_refresh_interval_ms": (["--topic.refresh.interval.ms", "2000"], 2000),
     "stats_interval_ms": (["--stats.interval.ms", "1000"], 1000),
     "replication_factor": (["--replication.factor", "3"], 3),
+    "config_properties_protect": (["--config.properties.protect", r"retention\..*"], r"retention\..*"),
     "static_membership": (["--static.membership", "false"], False),
     "gap_policy": (["--gap.policy", "stop"], "stop"),
     "provenance_header": (["--provenance.header.enable"], True),

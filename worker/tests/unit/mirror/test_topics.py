@@ -13,6 +13,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from kmirror.kafkaio import silent_log
 from kmirror.mirror import metrics, topics
+from kmirror.mirror.configguard import ConfigGuard
+
+UNGUARDED = ConfigGuard("none")
 
 
 def entry(
@@ -47,10 +50,11 @@ def test_replicable_configs_are_those_set_on_the_topic_minus_cluster_settings_an
 
 
 def test_config_changes_set_what_differs_and_delete_what_only_the_target_sets():
-    # Both sides as replicable_configs gives them: what is set on each topic.
+    # Both sides as replicable_configs gives them: what is set on each topic. Nothing protected here (the
+    # guard's own tests are below).
     source = {"retention.ms": "1000", "cleanup.policy": "compact", "max.message.bytes": "2000000"}
     target = {"retention.ms": "604800000", "cleanup.policy": "compact", "segment.ms": "60000"}
-    change = topics.config_changes(source, target)
+    change = topics.config_changes(source, target, UNGUARDED)
     assert change.set == {"retention.ms": "1000", "max.message.bytes": "2000000"}
     assert change.delete == ("segment.ms",)  # removed on the source (or set by hand on the target)
     assert bool(change) is True
@@ -60,6 +64,58 @@ def test_config_changes_set_what_differs_and_delete_what_only_the_target_sets():
     )
     assert not topics.config_changes({"a": "1"}, {"a": "1"})
     assert not topics.config_changes({}, {})
+
+
+def test_by_default_a_source_config_cannot_make_the_copy_delete_records():
+    source = {
+        "retention.ms": "1",  # the attack of issue 34, item 5: the copy purged within minutes
+        "retention.bytes": "1024",
+        "cleanup.policy": "compact",
+        "segment.ms": "1",
+        "max.message.bytes": "100",
+        "compression.type": "zstd",  # not protected: follows
+    }
+    target = {"retention.ms": "604800000", "cleanup.policy": "delete", "delete.retention.ms": "86400000"}
+    effective = {**target, "retention.bytes": "-1", "segment.ms": "604800000", "max.message.bytes": "1048588"}
+    change = topics.config_changes(source, target, effective=effective)
+    assert change.set == {"compression.type": "zstd"}
+    assert change.delete == ()  # delete.retention.ms removed on the source: kept, not the target's default
+    assert change.held == {
+        "retention.ms": ("1", "604800000"),
+        "retention.bytes": ("1024", "-1"),
+        "cleanup.policy": ("compact", "delete"),
+        "segment.ms": ("1", "604800000"),
+        "max.message.bytes": ("100", "1048588"),
+        "delete.retention.ms": (None, "86400000"),
+    }
+    # Without the destination's inherited values, what is set on it is all it is judged by.
+    assert topics.config_changes({"retention.ms": "5"}, {}).held == {"retention.ms": ("5", None)}
+
+
+def test_a_protected_config_follows_where_the_copy_keeps_as_much():
+    target = {"retention.ms": "86400000", "cleanup.policy": "compact,delete", "min.compaction.lag.ms": "0"}
+    source = {"retention.ms": "-1", "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+    change = topics.config_changes(source, target)
+    assert change.set == source and not change.held
+    # A higher limit, the same one (made explicit), and unlimited over a limit, all keep as much.
+    effective = {"retention.bytes": "1073741824", "segment.bytes": "1073741824"}
+    up = {"retention.bytes": "2147483648", "segment.bytes": "1073741824"}
+    assert topics.config_changes(up, {}, effective=effective).set == up
+
+
+def test_the_option_names_what_is_protected():
+    source, target = (
+        {"retention.ms": "1", "segment.ms": "1"},
+        {"retention.ms": "604800000", "segment.ms": "9"},
+    )
+    only_segments = topics.config_changes(source, target, ConfigGuard(r"segment\..*"))
+    assert (only_segments.set, set(only_segments.held)) == ({"retention.ms": "1"}, {"segment.ms"})
+    assert topics.config_changes(source, target, UNGUARDED).set == source
+    # A key protected by the operator that has no known order never changes once the topic exists.
+    change = topics.config_changes(
+        {"compression.type": "gzip"}, {"compression.type": "zstd"}, ConfigGuard("comp.*")
+    )
+    assert change.held == {"compression.type": ("gzip", "zstd")} and not change
 
 
 def test_partitions_to_add_only_where_the_target_has_fewer():
