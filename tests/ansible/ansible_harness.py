@@ -20,7 +20,7 @@ UNIT_DEFAULTS = {
     "kmirror_conf_dir": "/etc/kmirror",
     "kmirror_restart_sec": 10,
     "kmirror_stop_timeout_sec": 60,
-    "kmirror_extra_directives": {},
+    "kmirror_extra_directives": [],
 }
 """kmirror@.service.j2's variables as kmirror_service/tasks/main.yml sets them with the roles' defaults
 (kmirror_common, kmirror_service)."""
