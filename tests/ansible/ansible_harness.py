@@ -47,6 +47,49 @@ def run_local_play(
     )
 
 
+def run_role(tmp_path: Path, role: str, variables: dict, *args: str) -> subprocess.CompletedProcess[str]:
+    """The role run by ansible-playbook on localhost (connection local, this Python), ``variables`` as extra
+    vars (a JSON file: values kept exact), ``args`` added (e.g. --check); results as JSON; output captured."""
+    (tmp_path / "play.yml").write_text(
+        json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [role]}])
+    )
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-e",
+            f"@{tmp_path / 'vars.json'}",
+            *args,
+            str(tmp_path / "play.yml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "ANSIBLE_ROLES_PATH": str(ROLES),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        },
+    )
+
+
+def first_failure(out: str) -> tuple[str, str]:
+    """The first failure of a run_role output: the task's name and its message."""
+    marker = "fatal: [localhost]: FAILED! => "
+    start = out.index(marker)
+    before = out[:start]
+    task = before[before.rindex("TASK [") + len("TASK [") :].split("]", 1)[0]
+    return task, json.JSONDecoder().raw_decode(out[start + len(marker) :])[0]["msg"]
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader

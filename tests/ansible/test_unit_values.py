@@ -11,14 +11,10 @@ rendered from good values read by `systemd-analyze verify`.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from ansible_harness import ROLES, ROOT, UNIT_DEFAULTS, load_module
+from ansible_harness import ROLES, UNIT_DEFAULTS, first_failure, load_module, run_role
 from test_hostile_values import verify
 
 UNIT_VALUES = load_module(
@@ -144,39 +140,6 @@ SOURCES = [{"name": "east", "bootstrap_servers": "e1:9092", "group_id": "g", "wh
 TARGET = {"name": "target", "bootstrap_servers": "t1:9092"}
 
 
-def play(tmp_path: Path, role: str, variables: dict, *check: str) -> subprocess.CompletedProcess[str]:
-    """The role on localhost (connection local), variables as extra vars (JSON: values kept exact)."""
-    (tmp_path / "play.yml").write_text(
-        json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [role]}])
-    )
-    (tmp_path / "vars.json").write_text(json.dumps(variables))
-    return subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            "-e",
-            f"@{tmp_path / 'vars.json'}",
-            *check,
-            str(tmp_path / "play.yml"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            **os.environ,
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-        },
-    )
-
-
 def service_vars(tmp_path: Path, **over: object) -> dict:
     (tmp_path / "units").mkdir(exist_ok=True)  # as /etc/systemd/system is there on a host
     return {
@@ -185,15 +148,6 @@ def service_vars(tmp_path: Path, **over: object) -> dict:
         "kmirror_service_unit_dir": str(tmp_path / "units"),
         **over,
     }
-
-
-def fatal(out: str) -> tuple[str, str]:
-    """The play's first failure: the task's name and its message."""
-    start = out.index("fatal: [localhost]: FAILED! => ")
-    before = out[:start]
-    task = before[before.rindex("TASK [") + len("TASK [") :].split("]", 1)[0]
-    result = json.JSONDecoder().raw_decode(out[start + len("fatal: [localhost]: FAILED! => ") :])[0]
-    return task, result["msg"]
 
 
 BREAK = (
@@ -236,17 +190,17 @@ OLD_FORM = {"MemoryMax": "2G\n" + ROOT_SHELL}  # the review's case: the mapping 
     ids=["config-dir", "user", "directive-line-break", "directive-exec", "old-mapping-form"],
 )
 def test_the_service_role_refuses_before_writing_anything(tmp_path, variable, value, message):
-    proc = play(tmp_path, "kmirror_service", service_vars(tmp_path, **{variable: value}))
+    proc = run_role(tmp_path, "kmirror_service", service_vars(tmp_path, **{variable: value}))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    assert fatal(out) == ("kmirror_common : Check the values written into unit files", message), out
+    assert first_failure(out) == ("kmirror_common : Check the values written into unit files", message), out
     assert list((tmp_path / "units").iterdir()) == []  # nothing written
 
 
 def test_the_service_role_takes_good_extra_directives(tmp_path):
     # Check mode: the role runs to its end here (no systemd call for a new instance), writing nothing.
     directives = ["MemoryMax=2G", "Nice=5"]
-    proc = play(
+    proc = run_role(
         tmp_path,
         "kmirror_service",
         service_vars(tmp_path, kmirror_service_extra_directives=directives),
@@ -286,10 +240,10 @@ def test_the_audit_role_refuses_before_writing_anything(tmp_path, variable, valu
         **AUDIT_GOOD,
         variable: value,
     }
-    proc = play(tmp_path, "kmirror_audit", variables)
+    proc = run_role(tmp_path, "kmirror_audit", variables)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    task, message = fatal(out)
+    task, message = first_failure(out)
     assert (
         task == "kmirror_audit : Check the values written into the audit's units, timers and tmpfiles.d line"
     )
