@@ -20,7 +20,7 @@ UNIT_DEFAULTS = {
     "kmirror_conf_dir": "/etc/kmirror",
     "kmirror_restart_sec": 10,
     "kmirror_stop_timeout_sec": 60,
-    "kmirror_extra_directives": {},
+    "kmirror_extra_directives": [],
 }
 """kmirror@.service.j2's variables as kmirror_service/tasks/main.yml sets them with the roles' defaults
 (kmirror_common, kmirror_service)."""
@@ -45,6 +45,49 @@ def run_local_play(
             **(env or {}),
         },
     )
+
+
+def run_role(tmp_path: Path, role: str, variables: dict, *args: str) -> subprocess.CompletedProcess[str]:
+    """The role run by ansible-playbook on localhost (connection local, this Python), ``variables`` as extra
+    vars (a JSON file: values kept exact), ``args`` added (e.g. --check); results as JSON; output captured."""
+    (tmp_path / "play.yml").write_text(
+        json.dumps([{"hosts": "localhost", "gather_facts": False, "roles": [role]}])
+    )
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-e",
+            f"@{tmp_path / 'vars.json'}",
+            *args,
+            str(tmp_path / "play.yml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "ANSIBLE_ROLES_PATH": str(ROLES),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        },
+    )
+
+
+def first_failure(out: str) -> tuple[str, str]:
+    """The first failure of a run_role output: the task's name and its message."""
+    marker = "fatal: [localhost]: FAILED! => "
+    start = out.index(marker)
+    before = out[:start]
+    task = before[before.rindex("TASK [") + len("TASK [") :].split("]", 1)[0]
+    return task, json.JSONDecoder().raw_decode(out[start + len(marker) :])[0]["msg"]
 
 
 def load_module(path: Path, name: str) -> ModuleType:

@@ -42,8 +42,7 @@ AclPatternError = bindings_mod.AclPatternError
         ("a_b-c.d", [("LITERAL", "a_b-c.d")]),
         (".*", [("LITERAL", "*")]),
         ("x,.*", [("LITERAL", "*")]),
-        ("", [("LITERAL", "*")]),
-        (None, [("LITERAL", "*")]),
+        (None, [("LITERAL", "*")]),  # no whitelist: the mirror reads every topic
         ("dup,dup", [("LITERAL", "dup")]),
     ],
 )
@@ -103,6 +102,53 @@ def test_whitelist_grammar_is_the_workers(whitelist, expected):
 def test_whitelists_the_worker_reads_differently_are_refused(whitelist, message):
     with pytest.raises(AclPatternError, match=message):
         topic_patterns(whitelist)
+
+
+BLANK = ["", "   ", ",", " , ", "''", '""', "\t\n"]
+
+
+@pytest.mark.parametrize("whitelist", BLANK, ids=[repr(w) for w in BLANK])
+def test_an_empty_or_blank_whitelist_is_refused_as_the_worker_refuses_it(whitelist):
+    """Issue 34, item 11: it was granted as every topic (TOPIC LITERAL *), on the target WRITE, CREATE, ALTER,
+    ALTER_CONFIGS and READ included, although the worker refuses that whitelist."""
+    from kmirror.config.filters import compile_filter
+    from kmirror.errors import ConfigError
+
+    with pytest.raises(ConfigError) as worker:
+        compile_filter(whitelist, "whitelist")
+    with pytest.raises(AclPatternError) as acl:
+        topic_patterns(whitelist)
+    assert str(acl.value) == str(worker.value)  # one rule, the worker's message
+    assert str(acl.value).startswith(f"whitelist: empty topic pattern {whitelist!r}")
+    for side in ("source", "target"):
+        with pytest.raises(AclPatternError, match="empty topic pattern"):
+            bindings(side, "User:m", whitelist=whitelist, group="g")
+
+
+def test_the_roles_check_names_each_source_whose_whitelist_the_worker_refuses():
+    sources = [
+        {"name": "east", "whitelist": "orders.*"},
+        {"name": "west", "whitelist": "   "},
+        {"name": "north"},  # no whitelist: every topic
+        {"name": "south", "whitelist": None},
+        {"name": "up", "whitelist": ""},
+        {"name": "bad", "whitelist": "orders("},
+    ]
+    assert acl_filters.kmirror_acl_whitelist_problems(sources) == [
+        "kmirror_source_clusters[1] (west): whitelist: empty topic pattern '   ' (MirrorMaker matched no "
+        "topic with it); give whitelist '.*' for every topic, or the names you mean, e.g. whitelist "
+        "'orders.*'",
+        "kmirror_source_clusters[4] (up): whitelist: empty topic pattern '' (MirrorMaker matched no topic "
+        "with it); give whitelist '.*' for every topic, or the names you mean, e.g. whitelist 'orders.*'",
+        f"kmirror_source_clusters[5] (bad): {acl_problem('orders(')}",
+    ]
+    assert acl_filters.kmirror_acl_whitelist_problems(sources[:1] + sources[2:4]) == []
+
+
+def acl_problem(whitelist):
+    with pytest.raises(AclPatternError) as exc:
+        topic_patterns(whitelist)
+    return str(exc.value)
 
 
 def test_source_bindings():
@@ -275,6 +321,16 @@ def test_module_reports_a_pattern_it_cannot_grant(capsys, monkeypatch):
         acl_module, {"side": "target", "principal": "User:m", "whitelist": "a[0-9]"}, capsys, monkeypatch
     )
     assert out["failed"] is True and "acl_topic_patterns" in out["msg"]
+
+
+@pytest.mark.parametrize("whitelist", ["", "   "])
+def test_module_refuses_an_empty_or_blank_whitelist(capsys, monkeypatch, whitelist):
+    out = run_module(
+        acl_module, {"side": "target", "principal": "User:m", "whitelist": whitelist}, capsys, monkeypatch
+    )
+    assert out["failed"] is True
+    assert out["msg"].startswith(f"whitelist: empty topic pattern {whitelist!r}")
+    assert "bindings" not in out
 
 
 def test_module_in_check_mode_with_a_ca_not_deployed_yet_only_computes(capsys, monkeypatch, tmp_path):

@@ -10,11 +10,13 @@ the brokers' own traffic is allowed). kmirror_acl grants and revokes for real, i
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from ansible_harness import ROLES, load_module
+from ansible_harness import ROLES, first_failure, load_module, run_role
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -446,3 +448,86 @@ def test_kmirror_acl_with_an_admin_that_may_not_change_acls(clusters, capsys, mo
         "(and DESCRIBE) on the cluster"
     )
     assert acls_of(target, "User:mirror-west") == set()
+
+
+@pytest.mark.parametrize("whitelist", ["", "   "], ids=["empty", "blank"])
+def test_kmirror_acl_refuses_an_empty_or_blank_whitelist_and_grants_nothing(
+    clusters, capsys, monkeypatch, whitelist
+):
+    """Issue 34, item 11: granted as every topic before (WRITE, CREATE, ALTER, ALTER_CONFIGS, READ on TOPIC
+    LITERAL *); now the worker's refusal, and nothing on the cluster."""
+    target = clusters["target"]
+    principal = f"User:mirror-blank-{len(whitelist)}"
+    args = {
+        "side": "target",
+        "principal": principal,
+        "whitelist": whitelist,
+        "admin_config": admin_conf(target),
+    }
+    out = run_module(acl_module, args, capsys, monkeypatch)
+    assert out["failed"] is True
+    assert out["msg"].startswith(
+        f"whitelist: empty topic pattern {whitelist!r} (MirrorMaker matched no topic"
+    )
+    assert acls_of(target, principal) == set()
+
+
+def acl_role_vars(clusters: dict[str, KafkaCluster], principal: str, west_whitelist: str) -> dict:
+    source, target = clusters["source"], clusters["target"]
+
+    def src(name: str, whitelist: str) -> dict:
+        return {
+            "name": name,
+            "bootstrap_servers": source.bootstrap,
+            "group_id": f"kmirror-{name}",
+            "whitelist": whitelist,
+            "acl_principal": principal,
+            "acl_admin_properties": admin_conf(source),
+        }
+
+    return {
+        "kmirror_common_venv": str(Path(sys.executable).parents[1]),  # this venv: kmirror, confluent-kafka
+        "kmirror_target_cluster": {
+            "name": "target",
+            "bootstrap_servers": target.bootstrap,
+            "acl_principal": principal,
+            "acl_admin_properties": admin_conf(target),
+        },
+        "kmirror_source_clusters": [src("east", "orders.*"), src("west", west_whitelist)],
+    }
+
+
+@pytest.mark.parametrize("whitelist", ["", "   "], ids=["empty", "blank"])
+def test_the_acls_role_refuses_an_empty_or_blank_whitelist_before_granting_anything(
+    clusters, tmp_path, whitelist
+):
+    """The role for real (ansible-playbook, the module against these brokers): east's whitelist is good,
+    west's is refused; the play stops at the check with the worker's message, before east's grants too."""
+    principal = f"User:mirror-role-{len(whitelist)}"
+    proc = run_role(tmp_path, "kmirror_acls", acl_role_vars(clusters, principal, whitelist))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert first_failure(out) == (
+        "kmirror_acls : Check the whitelists of the sources (the worker's rule)",
+        f"kmirror_source_clusters[1] (west): whitelist: empty topic pattern {whitelist!r} (MirrorMaker "
+        "matched no topic with it); give whitelist '.*' for every topic, or the names you mean, e.g. "
+        "whitelist 'orders.*' (no ACL was granted)",
+    )
+    assert acls_of(clusters["source"], principal) == set()
+    assert acls_of(clusters["target"], principal) == set()
+
+
+def test_the_acls_role_grants_good_whitelists(clusters, tmp_path):
+    """The same run with west's whitelist set: the check lets it through and the role grants for real (so the
+    refusals above are the check's, not a broken harness)."""
+    principal = "User:mirror-role-ok"
+    proc = run_role(tmp_path, "kmirror_acls", acl_role_vars(clusters, principal, "payments"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    topics = {"PREFIXED orders", "LITERAL payments"}
+    assert acls_of(clusters["source"], principal) == {
+        *(f"{op} TOPIC {t}" for op in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS") for t in topics),
+        "READ GROUP LITERAL kmirror-east",
+        "READ GROUP LITERAL kmirror-west",
+    }
+    target_ops = ("WRITE", "DESCRIBE", "CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER", "READ")
+    assert acls_of(clusters["target"], principal) == {f"{op} TOPIC {t}" for op in target_ops for t in topics}

@@ -441,7 +441,7 @@ def test_command_line_quoting_keeps_regexes_exact(render):
 
 
 def test_template_unit_hardening(render):
-    text = render("kmirror@.service.j2", **{**UNIT_DEFAULTS, "kmirror_extra_directives": {"MemoryMax": "2G"}})
+    text = render("kmirror@.service.j2", **{**UNIT_DEFAULTS, "kmirror_extra_directives": ["MemoryMax=2G"]})
     for line in (
         "User=kmirror",
         "Restart=on-failure",

@@ -32,7 +32,8 @@ options:
     required: true
   whitelist:
     description: The mirror's Java-regex whitelist; its alternatives become LITERAL or PREFIXED topic
-      patterns.
+      patterns. Without one (and without I(patterns)) every topic is granted (LITERAL C(*)); an empty or blank
+      one is refused with the worker's message, as the worker refuses it.
     type: str
   patterns:
     description: Explicit topic patterns instead of deriving them from I(whitelist).

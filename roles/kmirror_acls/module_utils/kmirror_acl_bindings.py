@@ -27,6 +27,8 @@ wildcard ``*``, so each top-level alternative of the whitelist (a group that is 
 as the dot topic names use), a name followed by ``.*`` (``orders.*`` → PREFIXED ``orders``) or ``.*``
 alone (every topic). Anything else cannot be granted exactly: the caller is told to list the patterns
 itself. The blacklist never widens a grant, so it is ignored (topics it removes are simply not read).
+No whitelist (None) is every topic (LITERAL ``*``); an empty or blank one is refused as the worker refuses
+it (MirrorMaker matched no topic with it), never granted as every topic.
 
 This file runs in the ``kmirror_acl`` module on the worker hosts with kmirror's virtualenv as interpreter, and
 in the role's filter plugin on the controller (where ``make ansible-install`` installs the worker package): in
@@ -189,19 +191,41 @@ def _literal(text: str, topic: bool = True) -> str | None:
     return name if not topic or all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in name) else None
 
 
-def topic_patterns(whitelist: str | None, option: str = "whitelist") -> list[tuple[str, str]]:
-    """(pattern_type, name) pairs that cover the whitelist exactly; raise AclPatternError otherwise."""
-    if not whitelist or not whitelist.strip():
-        return [("LITERAL", "*")]
+def check_filter(whitelist: str, option: str = "whitelist") -> None:
+    """The worker's own check of a filter option (``kmirror.config.filters.compile_filter``): a pattern the
+    worker refuses, an empty or blank one among them (``''``, ``'   '``, ``','``: MirrorMaker matched no
+    topic with it), raises AclPatternError with the worker's one-line message."""
     if KMIRROR_IMPORT_ERROR is not None:
         raise AclPatternError(
             f"the kmirror package is not importable ({KMIRROR_IMPORT_ERROR}): run the module with kmirror's "
             "virtualenv as interpreter (role kmirror_worker installs it)"
         )
     try:
-        compile_filter(whitelist, option)  # the worker's own check: it refuses what it cannot read
+        compile_filter(whitelist, option)
     except ConfigError as exc:
         raise AclPatternError(str(exc)) from None
+
+
+def whitelist_problems(sources: list) -> list[str]:
+    """One message per source cluster definition whose whitelist the worker refuses (:func:`check_filter`).
+    A source without a whitelist (key absent or null) mirrors every topic: no problem."""
+    out = []
+    for i, s in enumerate(sources or []):
+        if not isinstance(s, dict) or s.get("whitelist") is None:
+            continue
+        try:
+            check_filter(str(s["whitelist"]))
+        except AclPatternError as exc:
+            out.append(f"kmirror_source_clusters[{i}] ({s.get('name', '?')}): {exc}")
+    return out
+
+
+def topic_patterns(whitelist: str | None, option: str = "whitelist") -> list[tuple[str, str]]:
+    """(pattern_type, name) pairs that cover the whitelist exactly; raise AclPatternError otherwise. No
+    whitelist (None) is every topic; an empty or blank one is refused, as the worker refuses it."""
+    if whitelist is None:
+        return [("LITERAL", "*")]
+    check_filter(whitelist, option)  # the worker's own check: it refuses what it cannot read
     patterns: list[tuple[str, str]] = []
     for alt in _alternatives(mirrormaker_pattern(whitelist)):
         if alt in (".*", ".+"):

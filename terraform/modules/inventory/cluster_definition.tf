@@ -5,7 +5,7 @@ locals {
   cluster_sasl_mechanisms      = ["GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
   cluster_password_mechanisms  = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
   cluster_log_levels           = ["DEBUG", "INFO", "WARNING", "ERROR"]
-  secret_key_regex             = "(?i)password|passwd|passphrase|secret|jaas|credential|sasl\\.oauthbearer\\.config|ssl\\.key\\.pem|(^|[._-])key$|api[._-]?key"
+  secret_key_regex             = "(?i)password|passwd|(^|[._-])pwd?($|[._-])|passphrase|secret|jaas|credential|sasl\\.oauthbearer\\.config|ssl\\.key\\.pem|(^|[._-])key$|api[._-]?key|token"
   cluster_host_port_re         = "(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}"
   cluster_bootstrap_servers_re = "^\\s*${local.cluster_host_port_re}(\\s*,\\s*${local.cluster_host_port_re})*\\s*$"
 }

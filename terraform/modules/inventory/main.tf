@@ -4,6 +4,10 @@
 
 locals {
   vault_ref_re = "^\\{\\{\\s*([A-Za-z_][A-Za-z0-9_]*)\\s*\\}\\}$"
+  # One "key": value member of a JSON text (jsonencode): the key's JSON string content, then the value's
+  # first token: a whole JSON string, "{" or "[" (the members inside are matched next), or a scalar.
+  # Matches end only at a real key's closing quote (a quote inside a string is always escaped).
+  json_member_re = "\"((?:[^\"\\\\]|\\\\.)*)\":(\"(?:[^\"\\\\]|\\\\.)*\"|[{\\[]|[^,\\]}{\\[\"]+)"
 
   ##############################################################################
   # Hosts: inventory host name => host variables

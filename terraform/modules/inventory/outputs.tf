@@ -4,8 +4,9 @@ output "inventory_yaml" {
 }
 
 output "inventory" {
-  description = "The same inventory as a Terraform object (all.children.kmirror_workers.hosts, all.children.kmirror_audit.hosts, all.vars), e.g. for `terraform output -json`."
+  description = "The same inventory as a Terraform object (all.children.kmirror_workers.hosts, all.children.kmirror_audit.hosts, all.vars), e.g. for `terraform output -json`. Sensitive: shown as (sensitive value) by plan and apply, like anything built from it; a root output of it needs sensitive = true."
   value       = local.inventory
+  sensitive   = true
 }
 
 output "worker_names" {

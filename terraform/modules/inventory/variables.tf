@@ -331,7 +331,7 @@ variable "secret_variable_prefix" {
 }
 
 variable "all_vars" {
-  description = "More variables for the group all (e.g. {kmirror_sysctl_apply_live = false}); any Terraform value that YAML can hold. They must not hold secrets, nor redefine kmirror_target_cluster or kmirror_source_clusters."
+  description = "More variables for the group all (e.g. {kmirror_sysctl_apply_live = false}); any Terraform value that YAML can hold. They must not hold secrets (a secret-named key at any depth takes only a \"{{ vault_name }}\" reference), nor redefine kmirror_target_cluster or kmirror_source_clusters."
   type        = any
   default     = {}
 
@@ -347,9 +347,12 @@ variable "all_vars" {
     condition     = alltrue([for k in try(keys(var.all_vars), []) : can(regex("^[A-Za-z_][A-Za-z0-9_]*$", k))])
     error_message = "all_vars keys must be valid Ansible variable names."
   }
+  # At any depth: every "key": value member of all_vars' JSON text (maps nested in maps and lists too).
   validation {
-    condition     = alltrue([for k, v in try(tomap(var.all_vars), var.all_vars, {}) : !can(regex(local.secret_key_regex, k)) || can(regex(local.vault_ref_re, v))])
-    error_message = "all_vars: a secret (a name with password, secret, jaas, credential, ...) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\": the inventory holds no secret."
+    condition = alltrue([for m in regexall(local.json_member_re, jsonencode(var.all_vars)) :
+      !can(regex(local.secret_key_regex, jsondecode("\"${m[0]}\""))) || (startswith(m[1], "\"") && can(regex(local.vault_ref_re, jsondecode(m[1]))))
+    ])
+    error_message = "all_vars: a secret (a key, at any depth, with password, secret, token, _pw, jaas, credential, ...: the rule of kmirror.config.secrets) may only be given as a reference to an Ansible Vault variable, \"{{ vault_name }}\": the inventory holds no secret."
   }
 }
 

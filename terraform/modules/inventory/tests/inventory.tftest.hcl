@@ -329,6 +329,12 @@ run "refuses_a_literal_secret_in_all_vars" {
   expect_failures = [var.all_vars]
 }
 
+run "refuses_a_literal_secret_nested_in_all_vars" {
+  command = plan
+  variables { all_vars = { kmirror_extra = { hosts = [{ name = "db", "auth.token" = "hunter2" }] } } }
+  expect_failures = [var.all_vars]
+}
+
 run "refuses_a_header_line_with_a_line_break" {
   command = plan
   variables { header = ["ok", "x\nall: {}"] }
@@ -339,7 +345,7 @@ run "secret_names_take_vault_references_everywhere" {
   command = plan
   variables {
     workers        = [{ name = "mirror-1", address = "10.0.1.10", vars = { ansible_become_password = "{{ vault_become }}" } }]
-    all_vars       = { kmirror_admin_password = "{{ vault_admin }}", kmirror_sysctl_apply_live = false }
+    all_vars       = { kmirror_admin_password = "{{ vault_admin }}", kmirror_sysctl_apply_live = false, kmirror_extra = { db = { admin_pw = "{{ vault_db_pw }}" } } }
     target_cluster = { bootstrap_servers = "t1:9093", producer_properties = { "sasl.jaas.config" = "{{ vault_target_jaas }}" } }
   }
   assert {

@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-# A key is secret when one of these (case-insensitive, RE2 and Python syntax) is found in it:
+# A key is secret when one of these (case-insensitive, RE2 and Python syntax) is found in it. The one list:
+# the worker masks with it, the Ansible filter hides files with it, Terraform refuses literals with it
+# (docs/security.md, "Secrets in Terraform's input and plan").
 SECRET_MARKERS = (
     "password",  # sasl.password, ssl.key.password, ssl.keystore.password, ssl_key_password, ...
     "passwd",
+    r"(^|[._-])pwd?($|[._-])",  # a part named pw or pwd: db_pw, admin.pwd, pw_admin (not "pwm", "cpw")
     "passphrase",  # sasl.oauthbearer.assertion.private.key.passphrase
     "secret",  # sasl.oauthbearer.client.secret, ...
     "jaas",  # sasl.jaas.config (Java clients: the login module's options, a password among them)
@@ -26,6 +29,9 @@ SECRET_MARKERS = (
     # paths to one (ssl.key.location, *.key.file) are not secret.
     r"(^|[._-])key$",
     r"api[._-]?key",
+    # Any token: sasl.oauthbearer.token, auth.token, api_token, access_token, ... Also (on the safe side)
+    # sasl.oauthbearer.token.endpoint.url, a URL: masked in logs, and given to Terraform as a Vault reference.
+    "token",
 )
 MASK = "********"
 _SECRET_RE = re.compile("|".join(SECRET_MARKERS), re.IGNORECASE)

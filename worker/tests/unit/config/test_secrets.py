@@ -15,6 +15,13 @@ from kmirror.config import MASK, is_secret, masked
         "ssl.keystore.password",
         "ssl.key.pem",
         "sasl.oauthbearer.client.secret",
+        "db_pw",
+        "admin.pwd",
+        "pw_admin",
+        "sasl.oauthbearer.token",
+        "my.token",
+        "api_token",
+        "X_TOKEN",
     ],
 )
 def test_secret_keys_are_masked(key):
@@ -23,5 +30,5 @@ def test_secret_keys_are_masked(key):
 
 
 def test_plain_keys_are_not_secret():
-    for key in ("bootstrap.servers", "sasl.username", "group.id", "ssl.ca.location"):
+    for key in ("bootstrap.servers", "sasl.username", "group.id", "ssl.ca.location", "pwm.mode", "cpw.x"):
         assert not is_secret(key)
