@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 
-.PHONY: help install kafka-install toxiproxy-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-revisions bench-outage \
+.PHONY: help install lock lock-check kafka-install toxiproxy-install demo demo-local test unit integration lint docs bench bench-groups bench-provenance bench-revisions bench-outage \
 	bench-restarts bench-peers bench-behaviour clean cluster-definition
 
 # Every target has a one-line `## ` comment after its prerequisites; help lists them all (Makefile and mk/*.mk).
@@ -17,10 +17,17 @@ help: ## this list: every target with one line
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-zA-Z0-9_.-]*:[^=]*## / { printf "  make %-22s %s\n", $$1, $$2 }' \
 		$(MAKEFILE_LIST)
 
-$(STAMP): worker/pyproject.toml requirements-dev.txt
+# Every package comes from a lock in locks/ with the SHA-256 of each file (pip --require-hashes refuses any
+# other file): pip and the build backend first (locks/bootstrap.txt), then the worker's dependencies and the
+# test tools; pyspark, which PyPI has only as source, is built with that setuptools (no build isolation: no
+# build step fetches anything unpinned); then the worker itself, editable, without dependencies.
+# docs/security.md, Supply chain; make lock rewrites the locks from the requirements-*.txt files.
+PIP_LOCKED := -m pip install --quiet --disable-pip-version-check --require-hashes
+$(STAMP): worker/pyproject.toml locks/bootstrap.txt locks/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e 'worker[audit]' -r requirements-dev.txt
+	$(BIN)/python $(PIP_LOCKED) --only-binary :all: -r locks/bootstrap.txt
+	$(BIN)/python $(PIP_LOCKED) --no-build-isolation -r locks/dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e worker
 	touch $@
 
 install: $(STAMP) kafka-install toxiproxy-install ## the project venv (.venv): the worker with its audit extra, test tools, Apache Kafka's jars, Toxiproxy
@@ -132,6 +139,19 @@ bench-behaviour: install ## kill -9 and a target outage: kmirror vs MirrorMaker 
 
 bench-restarts: install ## clean restart: streams leave one at a time, all at once, static -> docs/benchmarks.md
 	$(BENCH) bench/restarts.py --write docs/benchmarks.md
+
+# The locks' sources: worker/pyproject.toml and requirements-*.txt (terraform/requirements-checkov.txt); the
+# managed hosts' Python and platform come from roles/kmirror_worker/defaults/main.yml. tools/locks.py.
+LOCK_STAMP := $(VENV)/.lock-installed
+$(LOCK_STAMP): locks/lock.txt $(STAMP)
+	$(BIN)/python $(PIP_LOCKED) --only-binary :all: -r locks/lock.txt
+	touch $@
+
+lock: $(LOCK_STAMP) ## rewrite the hashed Python locks (locks/) from their sources; UPGRADE=1 moves what no source pins to its newest release
+	$(BIN)/python tools/locks.py compile $(if $(UPGRADE),--upgrade)
+
+lock-check: $(LOCK_STAMP) ## fail when a lock in locks/ is not what its sources give now (asks PyPI, ~1 min)
+	$(BIN)/python tools/locks.py check
 
 clean: ## remove the project venv and pytest's cache
 	rm -rf $(VENV) .pytest_cache

@@ -26,8 +26,11 @@ HOST_TESTS_LOCK := /tmp/kmirror-pytest-hosts.lock
 
 .PHONY: ansible-install lint-ansible test-ansible molecule wheelhouse
 
-$(ANSIBLE_STAMP): requirements-ansible.txt $(STAMP)
-	$(BIN)/python -m pip install --quiet -r requirements-ansible.txt
+# From its hashed lock (requirements-ansible.txt's pins and all they need; make lock), versions shared with
+# the project venv's other sets as they are there.
+$(ANSIBLE_STAMP): locks/ansible.txt $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary :all: \
+		-r locks/ansible.txt
 	touch $@
 
 # promtool from Debian's prometheus package (apt-get download, unpacked into the venv): installing the

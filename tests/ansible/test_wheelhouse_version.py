@@ -26,6 +26,7 @@ def build(tmp_path: Path, label: str) -> tuple[int, str]:
                         "source": str(SOURCE),
                         "dest": str(tmp_path / "wheelhouse"),
                         "local_version": label,
+                        "lock": str(ROOT / "locks" / "hosts.txt"),
                         "pip_args": ["--no-index", "--find-links", str(WHEELHOUSE)],
                     },
                     "register": "built",

@@ -227,9 +227,18 @@ def installed(
     assert (WHEELHOUSE / "SHA256SUMS").is_file(), f"{WHEELHOUSE}: build it first (make wheelhouse)"
     if not list(SDISTS.glob("confluent-kafka-2.0.2.tar.gz")):
         # the offline build machine's source of the GSSAPI client, fetched once (this machine is online)
-        fetch = ["download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", str(SDISTS)]
+        fetch = ["download", "--quiet", "--require-hashes", "--no-deps", "--no-binary", ":all:"]
         subprocess.run(
-            [sys.executable, "-m", "pip", *fetch, "confluent-kafka==2.0.2"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                *fetch,
+                "--dest",
+                str(SDISTS),
+                "-r",
+                str(ROOT / "locks/hosts-gssapi.txt"),
+            ],
             check=True,
             timeout=300,
         )
@@ -239,7 +248,7 @@ def installed(
     # A checkout of its own: the doc's build writes dist/ and worker/build/ into the checkout.
     checkout = work / "checkout"
     ignore = shutil.ignore_patterns("__pycache__", "build", "dist", "*.egg-info", ".pytest_cache")
-    for part in ("worker", "templates", "tools", "roles"):
+    for part in ("worker", "templates", "tools", "roles", "locks"):
         shutil.copytree(ROOT / part, checkout / part, ignore=ignore)
     tarball = checkout / "dist" / f"kmirror-{version}.tar.gz"
     built: dict[str, tuple[Path, str]] = {}

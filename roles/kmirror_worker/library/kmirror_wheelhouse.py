@@ -11,13 +11,18 @@ description:
   - Runs on the controller (C(delegate_to: localhost)) with the Python that has pip.
   - Builds the kmirror wheel from the worker source as pure Python, reproducibly (C(SOURCE_DATE_EPOCH)),
     in a copy of the source so the tree stays clean.
-  - Downloads binary wheels of its dependencies for the hosts' Python version and platforms
-    (C(pip download --only-binary=:all: --python-version ... --platform ...)), each pinned to the version
-    installed on the controller when it has one (the versions the project was tested with).
-  - Updates I(dest) only where a file differs, removes wheels no longer needed and writes C(SHA256SUMS).
+  - Downloads every other wheel from I(lock), a hashed lock of the hosts (C(locks/hosts.txt), written by
+    C(make lock)): C(pip download --require-hashes --no-deps --only-binary=:all:) for the hosts' Python
+    version and platforms, so pip refuses any file whose SHA-256 the lock does not list. Fails when the lock
+    lacks a dependency of kmirror (or of the I(extras) it installs).
+  - I(source_builds) are built on the controller from their source distribution, downloaded with its hash
+    from I(source_lock) (or I(lock)); their wheels replace the lock's entry.
+  - Updates I(dest) only where a file differs, removes wheels no longer needed and writes C(SHA256SUMS): a
+    downloaded wheel's line is the lock's hash that pip matched it with (the module checks it is one of the
+    lock's), kmirror's own wheel and the source builds' are the digests of what was built here.
     Reports C(changed) when I(dest) changed.
-  - Remembers a digest of the source and the pins (C(.source-sha256)); when neither changed, the wheelhouse is
-    reused as it is, with nothing built or downloaded.
+  - Remembers a digest of the source, the locks and the options (C(.source-sha256)); when none changed, the
+    wheelhouse is reused as it is, with nothing built or downloaded.
 options:
   source:
     description: The worker's source directory (holds pyproject.toml).
@@ -27,6 +32,16 @@ options:
     description: The wheelhouse directory on the controller.
     type: path
     required: true
+  lock:
+    description: The hosts' hashed lock (C(name==version --hash=sha256:...) lines, every package the hosts
+      install and pip), e.g. C(locks/hosts.txt).
+    type: path
+    required: true
+  extras:
+    description: kmirror's extras the hosts install (e.g. C(audit)); the lock must hold their packages.
+    type: list
+    elements: str
+    default: []
   python_version:
     description: The hosts' Python version (C(major.minor)).
     type: str
@@ -36,16 +51,6 @@ options:
     type: list
     elements: str
     default: [manylinux_2_28_x86_64, manylinux2014_x86_64]
-  requirements:
-    description: Extra requirements or pins (e.g. C(confluent-kafka==2.16.1)); they win over the
-      controller's versions.
-    type: list
-    elements: str
-    default: []
-  pin_to_controller:
-    description: Pin every dependency to the version installed on the controller, when it is installed.
-    type: bool
-    default: true
   pip_args:
     description: Extra arguments for C(pip download) (an index URL, C(--no-index --find-links DIR) for an
       offline controller).
@@ -54,14 +59,20 @@ options:
     default: []
   source_builds:
     description:
-      - Requirements (C(name==version)) whose wheels are built from their source distribution on the
-        controller instead of taken from the index, with I(build_python) and the controller's system
-        libraries (e.g. C(confluent-kafka==2.0.2) against Debian's librdkafka-dev, for GSSAPI).
-      - The index's binary wheel of the same version is still resolved (it proves the dependency set) and
-        then replaced by the built one. Built wheels are cached in I(build_cache).
+      - Requirements (C(name) or C(name==version)) whose wheels are built from their source distribution on
+        the controller instead of taken from the index, with I(build_python) and the controller's system
+        libraries (e.g. C(confluent-kafka==2.0.2) against Debian's librdkafka-dev, for GSSAPI; C(pyspark),
+        which PyPI has only as source).
+      - The source distribution is downloaded with the hashes of I(source_lock) or I(lock) (the version
+        they pin when none is given); the built wheel replaces the lock's entry of that name. Built wheels
+        are cached in I(build_cache).
     type: list
     elements: str
     default: []
+  source_lock:
+    description: A hashed lock with the versions of I(source_builds) that I(lock) does not pin (e.g.
+      C(locks/hosts-gssapi.txt)).
+    type: path
   build_python:
     description: The Python that builds I(source_builds) (the hosts' version, with its headers), e.g.
       C(/usr/bin/python3.11).
@@ -78,8 +89,9 @@ options:
     type: str
     default: ""
   build_isolation:
-    description: Build the kmirror wheel in an isolated environment (pip fetches the build backend). Default
-      is to use the controller's setuptools when it has one (faster, works offline), isolation otherwise.
+    description: Build the kmirror wheel in an isolated environment (pip fetches the build backend, unpinned).
+      Default is to use the controller's setuptools when it has one (pinned in locks/bootstrap.txt, works
+      offline), isolation otherwise.
     type: bool
 """
 
@@ -101,7 +113,6 @@ version:
 """
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -114,12 +125,50 @@ import zipfile
 from ansible.module_utils.basic import AnsibleModule
 
 # Bump when what goes into the wheelhouse changes: a wheelhouse built by an older recipe is rebuilt.
-RECIPE = 3
+RECIPE = 4
 REPRODUCIBLE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
 IGNORE = shutil.ignore_patterns("build", "dist", "tests", "*.egg-info", "__pycache__", ".*")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 _LABEL = re.compile(r"^[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*$")
 _VERSION_LINE = re.compile(r'^(__version__\s*=\s*)(["\'])([^"\']+)\2', re.MULTILINE)
+_EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
+
+
+class Pin:
+    """One entry of a hashed lock: its version, the SHA-256 of each file it may be, and its line."""
+
+    def __init__(self, version: str, hashes: frozenset[str], line: str) -> None:
+        self.version, self.hashes, self.line = version, hashes, line
+
+
+def parse_lock(text: str) -> dict[str, Pin]:
+    """The entries of a hashed requirements file (what `make lock` writes) by normalized name; an entry
+    without a hash or a line that is not `name==version` raises ValueError naming it."""
+    out: dict[str, Pin] = {}
+    for raw in re.sub(r"\\\n", " ", text).splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        m = _PIN.match(line)
+        if not m:
+            raise ValueError(f"not a name==version pin: {line[:80]!r}")
+        hashes = frozenset(_HASH.findall(line))
+        if not hashes:
+            raise ValueError(f"{m.group(1)}=={m.group(2)} has no --hash=sha256:...")
+        out[normalize(m.group(1))] = Pin(m.group(2), hashes, " ".join(line.split()))
+    return out
+
+
+def read_lock(module: AnsibleModule, path: str) -> dict[str, Pin]:
+    try:
+        return parse_lock(read_text(path))
+    except OSError as e:
+        module.fail_json(msg=f"lock {path}: {e.strerror}; write it with make lock (locks/hosts.txt)")
+    except ValueError as e:
+        module.fail_json(msg=f"lock {path}: {e}; every line must be name==version with --hash (make lock)")
+    raise AssertionError("unreachable")
 
 
 def set_local_version(module: AnsibleModule, src: str, label: str) -> None:
@@ -149,23 +198,12 @@ def source_digest(source: str) -> str:
     return h.hexdigest()
 
 
-def reusable(dest: str, stamp_text: str, pin_to_controller: bool, fixed: set[str]) -> list[str] | None:
-    """The wheelhouse's wheels when it was built from this very source with these options and (when pinning
-    to the controller) every dependency wheel still has the controller's version; None: build again."""
+def reusable(dest: str, stamp_text: str) -> list[str] | None:
+    """The wheelhouse's wheels when it was built from this very source, locks and options; None: build."""
     stamp = os.path.join(dest, ".source-sha256")
     if not os.path.isfile(stamp) or read_text(stamp).strip() != stamp_text:
         return None
-    names = sorted(n for n in os.listdir(dest) if n.endswith(".whl"))
-    for name in names:
-        dist, version = name.split("-")[:2]
-        if normalize(dist) in {"kmirror", *fixed} or not pin_to_controller:
-            continue
-        try:
-            if importlib.metadata.version(dist) != version:
-                return None
-        except importlib.metadata.PackageNotFoundError:
-            return None
-    return names or None
+    return sorted(n for n in os.listdir(dest) if n.endswith(".whl")) or None
 
 
 def read_text(path: str) -> str:
@@ -185,8 +223,12 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def wheel_requires(path: str) -> list[str]:
-    """Requires-Dist of a wheel, without the optional (extra) ones."""
+def wheel_name(filename: str) -> str:
+    return normalize(filename.split("-", maxsplit=1)[0])
+
+
+def wheel_requires(path: str, extras: list[str]) -> list[str]:
+    """The names a wheel requires (Requires-Dist), with those of EXTRAS."""
     with zipfile.ZipFile(path) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode()
@@ -194,51 +236,66 @@ def wheel_requires(path: str) -> list[str]:
     for line in text.splitlines():
         if line.startswith("Requires-Dist:"):
             req = line.split(":", 1)[1].strip()
-            if not re.search(r"\bextra\s*==", req):
-                out.append(req.split(";", 1)[0].strip())
+            extra = _EXTRA_MARKER.search(req)
+            m = _NAME.match(req)
+            if m and (extra is None or extra.group(1) in extras):
+                out.append(normalize(m.group(1)))
     return out
 
 
-def pins(requires: list[str], extra: list[str], pin_to_controller: bool) -> list[str]:
-    given = {normalize(m.group(1)) for r in extra if (m := _NAME.match(r))}
-    out = list(extra)
-    for req in requires:
-        m = _NAME.match(req)
-        if not m or normalize(m.group(1)) in given:
-            continue
-        name = m.group(1)
-        version = None
-        if pin_to_controller:
-            try:
-                version = importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                version = None
-        out.append(f"{name}=={version}" if version else req)
-    return out
-
-
-def build_from_source(module: AnsibleModule, req: str, python: str, cache: str, pip: list[str]) -> str:
-    """The path of a wheel of REQ (name==version) built from its sdist with PYTHON (cached in CACHE)."""
-    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;]+)\s*$", req)
+def source_pin(module: AnsibleModule, req: str, locks: list[tuple[str, dict[str, Pin]]]) -> tuple[str, Pin]:
+    """The name and lock entry of a source build (name, or name==version): the first lock that has it."""
+    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([^\s;]+))?\s*$", req)
     if not m:
-        module.fail_json(msg=f"source_builds: {req!r} is not name==version; pin the exact version")
-    name, version = normalize(m.group(1)).replace("-", "_"), m.group(2)
+        module.fail_json(msg=f"source_builds: {req!r} is not name or name==version")
+        raise AssertionError("unreachable")
+    name, version = normalize(m.group(1)), m.group(2)
+    for _, lock in locks:
+        pin = lock.get(name)
+        if pin is not None and version in (None, pin.version):
+            return name, pin
+    module.fail_json(
+        msg=f"source_builds: {req} is not pinned in {' or '.join(p for p, _ in locks)}; add it to the lock's "
+        "source and run make lock (the source distribution is downloaded only with its hash)"
+    )
+    raise AssertionError("unreachable")
+
+
+def build_from_source(
+    module: AnsibleModule,
+    name: str,
+    pin: Pin,
+    *,
+    python: str,
+    cache: str,
+    pip: list[str],
+    pip_args: list[str],
+) -> str:
+    """The path of a wheel of NAME built with PYTHON from its sdist, downloaded with PIN's hashes (cached in
+    CACHE, in a directory of its own per set of hashes: another lock entry builds again)."""
+    prefix = f"{name.replace('-', '_')}-{pin.version}-".lower()
     tag = run_out(module, [python, "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"])
-    os.makedirs(cache, exist_ok=True)
-    for n in sorted(os.listdir(cache)):
-        if n.lower().startswith(f"{name}-{version}-{tag}-".lower()) and n.endswith(".whl"):
-            return os.path.join(cache, n)
+    where = os.path.join(cache, hashlib.sha256(" ".join(sorted(pin.hashes)).encode()).hexdigest()[:16])
+    os.makedirs(where, exist_ok=True)
+    for n in sorted(os.listdir(where)):
+        if n.lower().startswith(prefix) and n.endswith(".whl") and n.split("-")[2] in (tag, "py3", "py2.py3"):
+            return os.path.join(where, n)
     with tempfile.TemporaryDirectory(prefix="kmirror-sdist-") as tmp:
-        run(module, [*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--dest", tmp, req])
-        sdists = [os.path.join(tmp, n) for n in os.listdir(tmp)]
+        req = os.path.join(tmp, "requirements.txt")
+        with open(req, "w") as fh:
+            fh.write(pin.line + "\n")
+        sdists = os.path.join(tmp, "sdist")
+        fetch = ["download", "--quiet", "--require-hashes", "--no-deps", "--no-binary", ":all:"]
+        run(module, [*pip, *fetch, "--dest", sdists, "-r", req, *pip_args])
         out = os.path.join(tmp, "out")
         wheel = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-        run(module, [*wheel, "--wheel-dir", out, *sdists])
+        run(module, [*wheel, "--wheel-dir", out, *[os.path.join(sdists, n) for n in os.listdir(sdists)]])
         built = [n for n in os.listdir(out) if n.endswith(".whl")]
         if len(built) != 1:
-            module.fail_json(msg=f"building {req} gave {built}")
-        shutil.copyfile(os.path.join(out, built[0]), os.path.join(cache, built[0]))
-    return os.path.join(cache, built[0])
+            module.fail_json(msg=f"building {name}=={pin.version} gave {built}")
+        shutil.copyfile(os.path.join(out, built[0]), os.path.join(where, built[0]) + ".tmp")
+        os.replace(os.path.join(where, built[0]) + ".tmp", os.path.join(where, built[0]))
+    return os.path.join(where, built[0])
 
 
 def run_out(module: AnsibleModule, cmd: list[str]) -> str:
@@ -257,23 +314,28 @@ def run(module: AnsibleModule, cmd: list[str], **kwargs: object) -> None:
         )
 
 
+def file_digest(path: str | None) -> str | None:
+    return hashlib.sha256(read_text(path).encode()).hexdigest() if path and os.path.isfile(path) else None
+
+
 def main() -> None:  # noqa: PLR0912, PLR0915 - an Ansible module's main: its argument spec and one sequence
     module = AnsibleModule(
         argument_spec={
             "source": {"type": "path", "required": True},
             "dest": {"type": "path", "required": True},
+            "lock": {"type": "path", "required": True},
+            "extras": {"type": "list", "elements": "str", "default": []},
             "python_version": {"type": "str", "default": "3.11"},
             "platforms": {
                 "type": "list",
                 "elements": "str",
                 "default": ["manylinux_2_28_x86_64", "manylinux2014_x86_64"],
             },
-            "requirements": {"type": "list", "elements": "str", "default": []},
-            "pin_to_controller": {"type": "bool", "default": True},
             "pip_args": {"type": "list", "elements": "str", "default": []},
             "build_isolation": {"type": "bool"},
             "local_version": {"type": "str", "default": ""},
             "source_builds": {"type": "list", "elements": "str", "default": []},
+            "source_lock": {"type": "path"},
             "build_python": {"type": "path"},
             "build_cache": {"type": "path"},
         },
@@ -290,33 +352,38 @@ def main() -> None:  # noqa: PLR0912, PLR0915 - an Ansible module's main: its ar
             msg=f"local_version {p['local_version']!r}: give letters and digits separated by dots "
             "(a PEP 440 local version label in its normal form, e.g. site.2)"
         )
+    lock = read_lock(module, p["lock"])
+    locks = [(p["lock"], lock)]
+    if p["source_lock"]:
+        locks.insert(0, (p["source_lock"], read_lock(module, p["source_lock"])))
+    if "pip" not in lock:
+        module.fail_json(msg=f"lock {p['lock']}: no pip in it; the hosts install with the wheelhouse's pip")
+    built_pins = dict(source_pin(module, r, locks) for r in p["source_builds"])
     pip = [sys.executable, "-m", "pip"]
     dest = p["dest"]
-    digest = source_digest(p["source"])
     stamp_text = json.dumps(
         [
             RECIPE,
-            digest,
-            p["requirements"],
-            p["pin_to_controller"],
+            source_digest(p["source"]),
+            file_digest(p["lock"]),
+            file_digest(p["source_lock"]),
+            p["extras"],
             p["python_version"],
             p["platforms"],
             p["pip_args"],
             p["source_builds"],
             p["build_python"],
-            # only when set: a wheelhouse built before this option existed stays reusable
-            *([p["local_version"]] if p["local_version"] else []),
+            p["local_version"],
         ]
     )
-    fixed = {normalize(m.group(1)) for r in p["source_builds"] if (m := _NAME.match(r))}
-    names = reusable(dest, stamp_text, p["pin_to_controller"], fixed) if os.path.isdir(dest) else None
+    names = reusable(dest, stamp_text) if os.path.isdir(dest) else None
     sums_path = os.path.join(dest, "SHA256SUMS")
     if names and os.path.isfile(sums_path):
-        # Built from this very source before: nothing to build or download.
+        # Built from this very source and locks before: nothing to build or download.
         sums = read_text(sums_path)
         listed = {line.split()[1]: line.split()[0] for line in sums.splitlines() if line.strip()}
         if sorted(listed) == names:
-            own = next(n for n in names if normalize(n.split("-")[0]) == "kmirror")
+            own = next(n for n in names if wheel_name(n) == "kmirror")
             module.exit_json(
                 changed=False,
                 wheels=[{"name": n, "sha256": listed[n]} for n in names],
@@ -348,38 +415,44 @@ def main() -> None:  # noqa: PLR0912, PLR0915 - an Ansible module's main: its ar
             module.fail_json(msg=f"expected one kmirror wheel, found {own}")
         own_path = os.path.join(out, own[0])
         version = own[0].split("-")[1]
-        extra = [*p["requirements"], *p["source_builds"]]
-        reqs = pins(wheel_requires(own_path), extra, p["pin_to_controller"])
+        missing = [n for n in wheel_requires(own_path, p["extras"]) if n not in lock and n not in built_pins]
+        if missing:
+            module.fail_json(
+                msg=f"lock {p['lock']} lacks {', '.join(missing)}, required by kmirror "
+                f"{'[' + ','.join(p['extras']) + ']' if p['extras'] else ''}{version}: run make lock"
+            )
+        # Every other wheel from the lock, each file checked by pip against the lock's hashes; no resolution
+        # (--no-deps): the lock is the whole set.
+        requirements = os.path.join(tmp, "requirements.txt")
+        with open(requirements, "w") as fh:
+            fh.writelines(pin.line + "\n" for name, pin in sorted(lock.items()) if name not in built_pins)
         download = [
-            *pip,
-            "download",
-            "--quiet",
-            "--only-binary=:all:",
-            "--implementation",
-            "cp",
-            "--python-version",
-            p["python_version"],
-            "--dest",
-            out,
-        ]
+            *pip, "download", "--quiet", "--require-hashes", "--no-deps", "--only-binary=:all:",
+            "--implementation", "cp", "--python-version", p["python_version"], "--dest", out,
+        ]  # fmt: skip
         for plat in p["platforms"]:
             download += ["--platform", plat]
-        run(module, [*download, *p["pip_args"], own_path, *reqs])
-        # pip itself, run from its wheel on the hosts: the virtualenv is created without ensurepip's
-        # bundled pip and setuptools (faster, and nothing in it that the mirror does not need).
-        pip_req = f"pip=={importlib.metadata.version('pip')}" if p["pin_to_controller"] else "pip"
-        run(module, [*download, *p["pip_args"], "--no-deps", pip_req])
-        if p["source_builds"]:
+        run(module, [*download, "-r", requirements, *p["pip_args"]])
+        if built_pins:
             python = p["build_python"] or f"/usr/bin/python{p['python_version']}"
             cache = p["build_cache"] or os.path.join(os.path.dirname(os.path.abspath(dest)), "source-builds")
-            for req in p["source_builds"]:
-                built = build_from_source(module, req, python, cache, pip)
-                name = normalize(os.path.basename(built).split("-")[0])
-                for n in os.listdir(out):
-                    if n.endswith(".whl") and normalize(n.split("-")[0]) == name:
-                        os.unlink(os.path.join(out, n))
+            for name, pin in built_pins.items():
+                built = build_from_source(
+                    module, name, pin, python=python, cache=cache, pip=pip, pip_args=p["pip_args"]
+                )
                 shutil.copyfile(built, os.path.join(out, os.path.basename(built)))
-        wanted = {n: sha256(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.endswith(".whl")}
+        wanted = {}
+        for n in sorted(os.listdir(out)):
+            if not n.endswith(".whl"):
+                continue
+            digest, name = sha256(os.path.join(out, n)), wheel_name(n)
+            # Built here (kmirror, the source builds): the digest of what was built. Downloaded: the lock's
+            # hash, which pip has matched the file with (checked again here).
+            if name != "kmirror" and name not in built_pins and digest not in lock[name].hashes:
+                module.fail_json(
+                    msg=f"{n}: SHA-256 {digest} is not among the hashes of {name} in {p['lock']}"
+                )
+            wanted[n] = digest
         present = {}
         if os.path.isdir(dest):
             present = {n: sha256(os.path.join(dest, n)) for n in os.listdir(dest) if n.endswith(".whl")}

@@ -3,8 +3,11 @@ terraform {
 
   required_providers {
     aws = {
-      source  = "hashicorp/aws"
-      version = ">= 5.0"
+      source = "hashicorp/aws"
+      # Exactly this release (docs/security.md, Supply chain). No .terraform.lock.hcl is committed: the
+      # registry is out of reach where this was written, so no provider hashes could be recorded. The first
+      # `terraform providers lock` on a machine that reaches it writes one (docs/terraform.md): commit it.
+      version = "= 5.100.0"
     }
   }
 

@@ -5,8 +5,9 @@ terraform {
   required_providers {
     aws = {
       source = "hashicorp/aws"
-      # aws_vpc_security_group_{ingress,egress}_rule, metadata_options.http_tokens, root_block_device.tags
-      version = ">= 5.0"
+      # aws_vpc_security_group_{ingress,egress}_rule, metadata_options.http_tokens, root_block_device.tags:
+      # the 5.x line it is written for; the root module pins the release (envs/aws/versions.tf).
+      version = ">= 5.0, < 6.0"
     }
   }
 }

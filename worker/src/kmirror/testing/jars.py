@@ -2,7 +2,8 @@
 
 The versions are in ``poms/kafka-<line>.xml`` beside this module (one Maven descriptor per line; the
 lines are never mixed on one class path). The first call for a line runs
-``mvn dependency:copy-dependencies`` (Maven checks each jar's checksum; ~/.m2 keeps them) into
+``mvn --strict-checksums dependency:copy-dependencies`` (a jar, pom or plugin whose checksum does not match
+the repository's fails the fetch, where Maven's default only warns; ~/.m2 keeps them) into
 ``$KMIRROR_KAFKA_CACHE`` (default ``~/.cache/kmirror/kafka``), in a directory named after the line and a
 hash of its descriptor; later calls find it there and fetch nothing.
 
@@ -19,6 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,6 +78,8 @@ def copy_dependencies(descriptor: Path, target: Path, what: str) -> Path:
                 mvn,
                 "-q",
                 "-B",
+                # A checksum mismatch fails the fetch (Maven's default policy only warns, and -q hides it).
+                "--strict-checksums",
                 "-f",
                 str(descriptor),
                 "dependency:copy-dependencies",
@@ -85,12 +89,19 @@ def copy_dependencies(descriptor: Path, target: Path, what: str) -> Path:
             text=True,
         )
         if proc.returncode != 0:
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-            raise JarsError(f"mvn could not fetch {what}: {' | '.join(tail)}")
+            raise JarsError(f"mvn could not fetch {what}: {mvn_failure(proc.stdout + proc.stderr)}")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
         (target / ".complete").touch()
     return target
+
+
+def mvn_failure(output: str) -> str:
+    """Maven's first [ERROR] line (what failed and why, e.g. a checksum mismatch), else its last lines."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in output.splitlines()]
+    errors = [line.removeprefix("[ERROR]").strip() for line in lines if line.startswith("[ERROR]")]
+    first = next((e for e in errors if e), None)
+    return first if first else " | ".join(line for line in lines if line)[-500:]
 
 
 def classpath(line: str = MAIN_LINE) -> str:
