@@ -34,6 +34,7 @@ A JAAS file is read as the JDK reads it: UTF-8; a byte-order mark and invalid UT
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from kmirror.config.jaas_lexer import BARE_VALUE_FIX, Failer, Lexer, Token, describe, glued_other
@@ -303,6 +304,9 @@ class _Parser:
                     'write it in double quotes, e.g. "option"=value',
                 )
             key = token.text
+            if is_secret(key) and not _PLAIN_NAME.fullmatch(key):
+                # A quoted name that names a secret may hold one ("password=s3cret"=...): never quoted.
+                self.after_secret = True
             option = self._named("option", key, count)
             shown_key = "key" if self.after_secret else key
             if is_secret(key):
@@ -333,3 +337,5 @@ class _Parser:
 
 
 _UPPER_FLAGS = tuple(flag.upper() for flag in CONTROL_FLAGS)
+# An option name as Java's JAAS options are written: safe to quote in an error even when it names a secret.
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
