@@ -100,56 +100,44 @@ class Repeats(logging.Filter):
             self.last_failure = _AFTER.sub("", _THREAD.sub("", text))
         if record.levelno < logging.WARNING:
             return True
-        kind = f"{fac} {_VARYING.sub('', text)}"
+        passes, held = self._admit(f"{fac} {_VARYING.sub('', text)}")
+        if passes and held:
+            record.args = (fac, _name, f"{text} {held}")
+        return passes
+
+    def _admit(self, kind: str) -> tuple[bool, str]:
+        """Whether a line of ``kind`` passes now, and the note of the lines of its kind held back before it
+        ("(N more like it in the last S s)"; empty: none)."""
         now = self._clock()
         seen = self._kinds.get(kind)
         if seen is not None and now - seen[0] < self.window_s:
             self._kinds[kind] = (seen[0], seen[1] + 1)
-            return False
+            return False, ""
         self._kinds[kind] = (now, 0)
         if len(self._kinds) > 1000:  # many brokers over a long outage: forget the stale kinds
             self._kinds = {k: v for k, v in self._kinds.items() if now - v[0] < self.window_s}
         if seen is not None and seen[1]:
-            record.args = (fac, _name, f"{text} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)")
-        return True
+            return True, f"({seen[1]} more like it in the last {now - seen[0]:.0f} s)"
+        return True, ""
 
 
 _NUMBERS = re.compile(r"\d+")
 
 
-class OwnRepeats(logging.Filter):
+class OwnRepeats(Repeats):
     """kmirror's own warnings that a failing request repeats at every try (the group offset sync each
     second, the sync points at each commit point): the first of a kind, then at most one per ``window_s``
-    with the count of those held back. Two lines are alike when they differ only in their numbers. Lines
-    below WARNING pass."""
-
-    def __init__(
-        self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        super().__init__()
-        self.window_s = window_s
-        self._clock = clock
-        self._kinds: dict[str, tuple[float, int]] = {}
+    with the count of those held back (:class:`Repeats`' window). Two lines are alike when they differ only
+    in their numbers. Lines below WARNING pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
         text = record.getMessage()
-        kind = _NUMBERS.sub("#", text)
-        now = self._clock()
-        seen = self._kinds.get(kind)
-        if seen is not None and now - seen[0] < self.window_s:
-            self._kinds[kind] = (seen[0], seen[1] + 1)
-            return False
-        self._kinds[kind] = (now, 0)
-        if len(self._kinds) > 1000:
-            self._kinds = {k: v for k, v in self._kinds.items() if now - v[0] < self.window_s}
-        if seen is not None and seen[1]:
-            record.msg, record.args = (
-                f"{text} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)",
-                None,
-            )
-        return True
+        passes, held = self._admit(_NUMBERS.sub("#", text))
+        if passes and held:
+            record.msg, record.args = f"{text} {held}", None
+        return passes
 
 
 def own_repeats(logger: logging.Logger) -> OwnRepeats:
